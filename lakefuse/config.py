@@ -1,0 +1,171 @@
+"""Configuration: where the embedded default lives and what the YAML config file may say.
+
+Precedence, lowest to highest: built-in defaults, the YAML file
+(``$LAKEFUSE_CONFIG`` or ``$LAKEFUSE_HOME/config.yaml``), environment variables.
+
+Example ``config.yaml``::
+
+    database:
+      url: postgresql+psycopg://lakefuse@127.0.0.1:5432/lakefuse
+    storage:
+      s3:
+        endpoint_url: http://127.0.0.1:9000
+        region: us-east-1
+        access_key_id: ...
+        secret_access_key: ...
+    cache:
+      dir: /var/cache/lakefuse
+      disk_bytes: 10GiB
+      ram_bytes: 1GiB
+    committed:
+      range_min_bytes: 256KiB
+      range_max_bytes: 4MiB
+      range_raggedness: 4096
+
+Environment variables: ``LAKEFUSE_HOME``, ``LAKEFUSE_CONFIG``, ``LAKEFUSE_DATABASE_URL``,
+``LAKEFUSE_CACHE_DIR``, ``LAKEFUSE_CACHE_DISK_BYTES``, ``LAKEFUSE_CACHE_RAM_BYTES``,
+``LAKEFUSE_S3_ENDPOINT_URL``, ``LAKEFUSE_S3_REGION``; S3 credentials also come from the
+standard AWS chain (``AWS_ACCESS_KEY_ID``, profiles, instance roles).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from lakefuse.errors import ConfigError
+
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(i?)B?\s*$", re.IGNORECASE)
+
+
+def parse_size(value, what: str = "size") -> int:
+    """Parse ``1048576``, ``"512KiB"``, ``"10GB"``, ``"4M"`` into bytes."""
+    if isinstance(value, bool):
+        raise ConfigError(f"{what}: expected a size, got {value!r}")
+    if isinstance(value, int):
+        if value < 0:
+            raise ConfigError(f"{what}: size must not be negative, got {value}")
+        return value
+    m = _SIZE_RE.match(str(value))
+    if not m:
+        raise ConfigError(f"{what}: cannot parse size {value!r} (examples: 1048576, 512KiB, 10GB)")
+    number, unit, binary = m.groups()
+    base = 1024 if (binary or unit == "") else 1000
+    power = " KMGT".index(unit.upper()) if unit else 0
+    return int(float(number) * base**power)
+
+
+@dataclass(frozen=True)
+class S3Config:
+    endpoint_url: str | None = None
+    region: str | None = None
+    access_key_id: str | None = None
+    secret_access_key: str | None = None
+    max_attempts: int = 8
+
+
+@dataclass(frozen=True)
+class CacheConfig:
+    dir: Path
+    disk_bytes: int = 10 * 1024**3
+    ram_bytes: int = 1024**3
+
+
+@dataclass(frozen=True)
+class CommittedConfig:
+    """Range splitting: see README "Range sizes" for why these defaults."""
+
+    range_min_bytes: int = 256 * 1024
+    range_max_bytes: int = 4 * 1024 * 1024
+    range_raggedness: int = 4096  # split after a key whose hash % raggedness == 0
+
+
+@dataclass(frozen=True)
+class Config:
+    home: Path
+    database_url: str
+    cache: CacheConfig
+    s3: S3Config = field(default_factory=S3Config)
+    committed: CommittedConfig = field(default_factory=CommittedConfig)
+
+    @property
+    def storage_root(self) -> Path:
+        """Where default local storage namespaces of new repositories are created."""
+        return self.home / "storage"
+
+
+def default_home() -> Path:
+    env = os.environ.get("LAKEFUSE_HOME")
+    if env:
+        return Path(env).expanduser()
+    return Path.home() / ".local" / "share" / "lakefuse"
+
+
+def _section(data: dict, name: str) -> dict:
+    value = data.get(name) or {}
+    if not isinstance(value, dict):
+        raise ConfigError(f"config: '{name}' must be a mapping, got {type(value).__name__}")
+    return value
+
+
+def load_config(path: str | os.PathLike | None = None, environ=None) -> Config:
+    """Build the effective configuration (defaults < YAML file < environment)."""
+    env = os.environ if environ is None else environ
+    home = Path(env["LAKEFUSE_HOME"]).expanduser() if env.get("LAKEFUSE_HOME") else default_home()
+    config_path = Path(path or env.get("LAKEFUSE_CONFIG") or home / "config.yaml")
+    data: dict = {}
+    if config_path.exists():
+        import yaml
+
+        try:
+            data = yaml.safe_load(config_path.read_text()) or {}
+        except yaml.YAMLError as exc:
+            first = str(exc).splitlines()[0] if str(exc) else "syntax error"
+            raise ConfigError(f"config {config_path}: not valid YAML: {first}") from None
+        if not isinstance(data, dict):
+            raise ConfigError(f"config {config_path}: top level must be a mapping")
+        known = {"database", "storage", "cache", "committed", "home"}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ConfigError(f"config {config_path}: unknown section(s): {', '.join(unknown)}")
+    elif path or env.get("LAKEFUSE_CONFIG"):
+        raise ConfigError(f"config file {config_path} does not exist")
+
+    if data.get("home") and not env.get("LAKEFUSE_HOME"):
+        home = Path(str(data["home"])).expanduser()
+
+    database = _section(data, "database")
+    db_url = env.get("LAKEFUSE_DATABASE_URL") or database.get("url") or f"sqlite:///{home / 'lakefuse.db'}"
+
+    s3 = _section(_section(data, "storage"), "s3")
+    s3_cfg = S3Config(
+        endpoint_url=env.get("LAKEFUSE_S3_ENDPOINT_URL") or s3.get("endpoint_url"),
+        region=env.get("LAKEFUSE_S3_REGION") or s3.get("region"),
+        access_key_id=s3.get("access_key_id"),
+        secret_access_key=s3.get("secret_access_key"),
+        max_attempts=int(s3.get("max_attempts", 8)),
+    )
+
+    cache = _section(data, "cache")
+    cache_cfg = CacheConfig(
+        dir=Path(env.get("LAKEFUSE_CACHE_DIR") or cache.get("dir") or home / "cache").expanduser(),
+        disk_bytes=parse_size(env.get("LAKEFUSE_CACHE_DISK_BYTES") or cache.get("disk_bytes", "10GiB"), "cache.disk_bytes"),
+        ram_bytes=parse_size(env.get("LAKEFUSE_CACHE_RAM_BYTES") or cache.get("ram_bytes", "1GiB"), "cache.ram_bytes"),
+    )
+
+    committed = _section(data, "committed")
+    defaults = CommittedConfig()
+    committed_cfg = replace(
+        defaults,
+        range_min_bytes=parse_size(committed.get("range_min_bytes", defaults.range_min_bytes), "committed.range_min_bytes"),
+        range_max_bytes=parse_size(committed.get("range_max_bytes", defaults.range_max_bytes), "committed.range_max_bytes"),
+        range_raggedness=int(committed.get("range_raggedness", defaults.range_raggedness)),
+    )
+    if committed_cfg.range_max_bytes < committed_cfg.range_min_bytes:
+        raise ConfigError("config: committed.range_max_bytes must be >= committed.range_min_bytes")
+    if committed_cfg.range_raggedness < 1:
+        raise ConfigError("config: committed.range_raggedness must be >= 1")
+
+    return Config(home=home, database_url=str(db_url), cache=cache_cfg, s3=s3_cfg, committed=committed_cfg)
