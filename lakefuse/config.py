@@ -37,11 +37,13 @@ from pathlib import Path
 
 from lakefuse.errors import ConfigError
 
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(i?)B?\s*$", re.IGNORECASE)
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(i?)(B?)\s*$", re.IGNORECASE)
 
 
 def parse_size(value, what: str = "size") -> int:
-    """Parse ``1048576``, ``"512KiB"``, ``"10GB"``, ``"4M"`` into bytes."""
+    """Parse ``1048576``, ``"512KiB"``, ``"10GB"``, ``"4M"`` into bytes.
+
+    ``KB``/``MB``/``GB``/``TB`` are decimal; ``K``/``M``/``G``/``T`` and ``KiB``... binary."""
     if isinstance(value, bool):
         raise ConfigError(f"{what}: expected a size, got {value!r}")
     if isinstance(value, int):
@@ -51,8 +53,8 @@ def parse_size(value, what: str = "size") -> int:
     m = _SIZE_RE.match(str(value))
     if not m:
         raise ConfigError(f"{what}: cannot parse size {value!r} (examples: 1048576, 512KiB, 10GB)")
-    number, unit, binary = m.groups()
-    base = 1024 if (binary or unit == "") else 1000
+    number, unit, binary, b = m.groups()
+    base = 1000 if (unit and b and not binary) else 1024
     power = " KMGT".index(unit.upper()) if unit else 0
     return int(float(number) * base**power)
 
