@@ -1,0 +1,209 @@
+"""Opening the SQL database (SQLite or PostgreSQL) and running transactions on it.
+
+``open_database(url)`` builds the engine, creates missing tables and checks the schema version.
+``Database.write()`` / ``Database.read()`` are the only way the stores talk to the engine:
+
+- SQLite: WAL journal (readers never wait for the writer), ``busy_timeout`` 30 s, foreign keys
+  on, ``synchronous=NORMAL`` (durable across process crashes; a power loss may drop the last
+  transactions, never corrupt the file).  Write transactions start with ``BEGIN IMMEDIATE``,
+  so concurrent writers queue on the lock instead of failing with "database is locked" when a
+  read transaction tries to upgrade.  Reads use a plain deferred ``BEGIN``.
+- PostgreSQL (``postgresql+psycopg://``): writes are READ COMMITTED transactions; row locks /
+  conditional UPDATEs in the stores make each operation atomic.  Reads run in autocommit (each
+  statement is its own snapshot): one round trip instead of BEGIN / SELECT / ROLLBACK.  No
+  pre-ping on checkout (it would cost a round trip per operation); after a server restart the
+  first operation fails and the pool reconnects.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterator
+
+from sqlalchemy import create_engine, event, select, text
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.exc import ArgumentError, OperationalError
+from sqlalchemy.pool import StaticPool
+
+from lakefuse.db import schema
+from lakefuse.errors import ConcurrentUpdate, ConfigError
+
+if TYPE_CHECKING:
+    from lakefuse.db.refs import SqlRefStore
+    from lakefuse.db.staging import SqlStagingStore
+
+SQLITE_BUSY_TIMEOUT_S = 30.0
+_BEGIN_OPTION = "lakefuse_begin"
+_PG_SCHEMA_LOCK_KEY = 0x6C616B65  # advisory lock serializing table creation ("lake")
+
+
+class Database:
+    """An open lakefuse database: an engine plus the transaction helpers of the stores."""
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+        self.dialect = engine.dialect.name  # "sqlite" or "postgresql"
+        # Same pool; PostgreSQL reads skip the BEGIN/ROLLBACK round trips.
+        self._read_engine = engine.execution_options(isolation_level="AUTOCOMMIT") if self.dialect == "postgresql" else engine
+
+    @property
+    def url(self) -> str:
+        return self.engine.url.render_as_string(hide_password=True)
+
+    # transactions -------------------------------------------------------------------------
+    @contextmanager
+    def write(self) -> Iterator[Connection]:
+        """A write transaction: committed on success, rolled back on an exception."""
+        try:
+            with self.engine.connect() as conn:
+                if self.dialect == "sqlite":
+                    conn.execution_options(**{_BEGIN_OPTION: "BEGIN IMMEDIATE"})
+                with conn.begin():
+                    yield conn
+        except OperationalError as exc:
+            _raise_if_locked(exc)
+            raise
+
+    @contextmanager
+    def read(self) -> Iterator[Connection]:
+        """For reads: a transaction on SQLite (rolled back at the end), autocommit on PostgreSQL."""
+        try:
+            with self._read_engine.connect() as conn:
+                yield conn
+        except OperationalError as exc:
+            _raise_if_locked(exc)
+            raise
+
+    def insert(self, table):
+        """The dialect's INSERT construct (it has ``on_conflict_do_update`` / ``_do_nothing``)."""
+        if self.dialect == "postgresql":
+            return postgresql_insert(table)
+        return sqlite_insert(table)
+
+    # stores ------------------------------------------------------------------------------
+    def ref_store(self) -> "SqlRefStore":
+        from lakefuse.db.refs import SqlRefStore
+
+        return SqlRefStore(self)
+
+    def staging_store(self, page_size: int = 1000) -> "SqlStagingStore":
+        from lakefuse.db.staging import SqlStagingStore
+
+        return SqlStagingStore(self, page_size=page_size)
+
+    # lifecycle ---------------------------------------------------------------------------
+    def schema_version(self) -> int:
+        with self.read() as conn:
+            return int(conn.execute(select(schema.schema_version.c.version)).scalar_one())
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> "Database":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Database({self.url!r})"
+
+
+def _raise_if_locked(exc: OperationalError) -> None:
+    message = str(exc.orig) if exc.orig is not None else str(exc)
+    if "database is locked" in message or "database is busy" in message:
+        raise ConcurrentUpdate(
+            f"database stayed locked by another writer for more than {SQLITE_BUSY_TIMEOUT_S:.0f} s; retry"
+        ) from exc
+
+
+def open_database(url: str, *, echo: bool = False) -> Database:
+    """Open (and create if needed) the lakefuse database at ``url``.
+
+    ``sqlite:///path/to/lakefuse.db`` (parent directory created), ``sqlite://`` (in memory,
+    one shared connection: single-threaded tests only) or
+    ``postgresql+psycopg://user@host:port/dbname``.  Raises ConfigError for other URLs.
+    """
+    try:
+        parsed = make_url(url)
+    except ArgumentError as exc:
+        raise ConfigError(f"database url {url!r} is not a valid SQLAlchemy URL: {exc}") from None
+    backend = parsed.get_backend_name()
+    if backend == "sqlite":
+        engine = _sqlite_engine(parsed, echo)
+    elif backend == "postgresql":
+        if parsed.drivername != "postgresql+psycopg":
+            parsed = parsed.set(drivername="postgresql+psycopg")
+        engine = create_engine(
+            parsed,
+            echo=echo,
+            pool_recycle=3600,
+            connect_args={"connect_timeout": 10, "application_name": "lakefuse"},
+        )
+    else:
+        raise ConfigError(f"database url {parsed.render_as_string()!r}: only sqlite and postgresql are supported")
+    database = Database(engine)
+    try:
+        _create_schema(database)
+    except OperationalError as exc:
+        engine.dispose()
+        raise ConfigError(f"cannot open database {database.url}: {str(exc.orig or exc).strip()}") from None
+    except BaseException:
+        engine.dispose()
+        raise
+    return database
+
+
+def _sqlite_engine(parsed, echo: bool) -> Engine:
+    path = parsed.database
+    in_memory = not path or path == ":memory:" or path.startswith("file::memory:")
+    if in_memory:
+        engine = create_engine(
+            parsed,
+            echo=echo,
+            poolclass=StaticPool,
+            connect_args={"check_same_thread": False},
+        )
+    else:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(parsed, echo=echo, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S})
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection, _record) -> None:
+        # Take transaction control away from the sqlite3 module: we emit BEGIN ourselves.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        try:
+            cursor.execute(f"PRAGMA busy_timeout = {int(SQLITE_BUSY_TIMEOUT_S * 1000)}")
+            if not in_memory:
+                cursor.execute("PRAGMA journal_mode = WAL")
+                cursor.execute("PRAGMA synchronous = NORMAL")
+            cursor.execute("PRAGMA foreign_keys = ON")
+        finally:
+            cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        conn.exec_driver_sql(conn.get_execution_options().get(_BEGIN_OPTION, "BEGIN"))
+
+    return engine
+
+
+def _create_schema(database: Database) -> None:
+    with database.write() as conn:
+        if database.dialect == "postgresql":
+            # Two processes opening a fresh database at once must not race on CREATE TABLE.
+            conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_SCHEMA_LOCK_KEY})
+        schema.metadata.create_all(conn, checkfirst=True)
+        version = conn.execute(select(schema.schema_version.c.version)).scalar_one_or_none()
+        if version is None:
+            conn.execute(schema.schema_version.insert().values(id=1, version=schema.SCHEMA_VERSION))
+        elif version > schema.SCHEMA_VERSION:
+            raise ConfigError(
+                f"database {database.url} has schema version {version}, newer than this lakefuse "
+                f"supports ({schema.SCHEMA_VERSION}); upgrade lakefuse"
+            )
+        # version < SCHEMA_VERSION: migrations go here when the schema first changes.
