@@ -4,6 +4,11 @@ Keys are ``/``-separated strings relative to the adapter's root (the storage nam
 Adapters raise only ``lakefuse.errors`` exceptions: ``ObjectNotFound`` for a missing key,
 ``StorageError`` for everything the backend does wrong.  The shared contract test suite in
 ``tests/block/contract.py`` is the specification of the behaviour.
+
+Valid keys (``check_key``): non-empty, relative, ``/``-separated, no empty / ``.`` / ``..``
+segments, no NUL, and no segment starting with ``RESERVED_SEGMENT_PREFIX`` (the local adapter's
+temporary files).  Every adapter rejects other keys with ``InvalidArgument``, so a key valid on
+one backend is valid on all of them.
 """
 
 from __future__ import annotations
@@ -11,6 +16,67 @@ from __future__ import annotations
 import abc
 from dataclasses import dataclass
 from typing import BinaryIO, Iterator
+
+from lakefuse.errors import InvalidArgument
+
+#: key segments starting with this are reserved for adapters' temporary files
+RESERVED_SEGMENT_PREFIX = ".lakefuse-tmp-"
+
+MiB = 1024 * 1024
+
+
+def check_key(key: str) -> str:
+    """Return ``key`` if it is a valid object key, else raise ``InvalidArgument``."""
+    if not isinstance(key, str) or not key:
+        raise InvalidArgument(f"invalid object key {key!r}: must be a non-empty string")
+    if "\0" in key:
+        raise InvalidArgument(f"invalid object key {key!r}: contains NUL")
+    if key.startswith("/"):
+        raise InvalidArgument(f"invalid object key {key!r}: must be relative (no leading '/')")
+    for segment in key.split("/"):
+        if segment in ("", ".", ".."):
+            raise InvalidArgument(f"invalid object key {key!r}: empty, '.' or '..' path segment")
+        if segment.startswith(RESERVED_SEGMENT_PREFIX):
+            raise InvalidArgument(f"invalid object key {key!r}: segments starting with {RESERVED_SEGMENT_PREFIX!r} are reserved")
+    return key
+
+
+def check_prefix(prefix: str) -> str:
+    """Return a listing prefix if valid: empty, or the start of a valid key.  Segments before the
+    last ``/`` must be valid key segments; the last one may be partial (``"dir/fi"``)."""
+    if not isinstance(prefix, str):
+        raise InvalidArgument(f"invalid listing prefix {prefix!r}: must be a string")
+    if "\0" in prefix:
+        raise InvalidArgument(f"invalid listing prefix {prefix!r}: contains NUL")
+    if prefix.startswith("/"):
+        raise InvalidArgument(f"invalid listing prefix {prefix!r}: must be relative (no leading '/')")
+    complete = prefix.rpartition("/")[0]
+    if complete:
+        try:
+            check_key(complete)
+        except InvalidArgument:
+            raise InvalidArgument(f"invalid listing prefix {prefix!r}: empty, '.', '..' or reserved path segment") from None
+    return prefix
+
+
+@dataclass(frozen=True, slots=True)
+class TransferSettings:
+    """How big objects move to S3: objects larger than ``multipart_threshold`` go as a multipart
+    upload in parts of ``part_size`` bytes, at most ``max_concurrency`` parts in flight, so
+    memory stays near ``part_size * max_concurrency`` whatever the object size.  (The local
+    adapter always streams through a small buffer and ignores these.)"""
+
+    part_size: int = 16 * MiB
+    multipart_threshold: int = 16 * MiB
+    max_concurrency: int = 4
+
+    def __post_init__(self):
+        if self.part_size < 5 * MiB:
+            raise InvalidArgument(f"part_size must be at least 5 MiB (S3 minimum), got {self.part_size}")
+        if self.multipart_threshold < 1:
+            raise InvalidArgument(f"multipart_threshold must be positive, got {self.multipart_threshold}")
+        if self.max_concurrency < 1:
+            raise InvalidArgument(f"max_concurrency must be at least 1, got {self.max_concurrency}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +137,15 @@ class BlockAdapter(abc.ABC):
     @abc.abstractmethod
     def list(self, prefix: str = "", start_after: str = "", page_size: int = 1000) -> Iterator[ObjectStat]:
         """All objects whose key starts with ``prefix``, in key order, fetched page by page."""
+
+    def close(self) -> None:
+        """Release connections and other resources; the adapter must not be used afterwards."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
 
     def full_uri(self, key: str) -> str:
         """The URI of one object (for entries that point outside the namespace's key space)."""

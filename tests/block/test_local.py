@@ -1,0 +1,121 @@
+"""The local directory adapter: the shared contract plus what only a directory can show."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import pytest
+
+from block.contract import CONTRACT_TRANSFER, BlockAdapterContract
+from lakefuse.block.base import RESERVED_SEGMENT_PREFIX
+from lakefuse.block.local import LocalBlockAdapter
+from lakefuse.errors import NameTooLong, StorageError
+
+
+class TestLocalContract(BlockAdapterContract):
+    @pytest.fixture
+    def adapter(self, tmp_path):
+        return LocalBlockAdapter(tmp_path / "store", transfer=CONTRACT_TRANSFER)
+
+
+@pytest.fixture
+def store(tmp_path):
+    return LocalBlockAdapter(tmp_path / "store")
+
+
+def test_uri_is_absolute(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    adapter = LocalBlockAdapter("relative/dir/")
+    assert adapter.root == str(tmp_path / "relative" / "dir")
+    assert adapter.uri == "local://" + str(tmp_path / "relative" / "dir")
+    assert adapter.uri.startswith("local:///")
+
+
+def test_objects_are_plain_files_under_the_root(store):
+    store.put("a/b/c.txt", b"data")
+    assert open(os.path.join(store.root, "a", "b", "c.txt"), "rb").read() == b"data"
+
+
+def test_the_root_is_created_on_first_put_only(store):
+    assert list(store.list()) == []
+    assert not os.path.exists(store.root)
+    store.put("k", b"x")
+    assert os.path.isdir(store.root)
+
+
+def test_leftover_temporary_files_are_never_listed(store):
+    store.put("dir/k", b"x")
+    for directory in (store.root, os.path.join(store.root, "dir")):
+        with open(os.path.join(directory, RESERVED_SEGMENT_PREFIX + "crashed"), "wb") as f:
+            f.write(b"partial")
+    assert [s.key for s in store.list()] == ["dir/k"]
+
+
+def test_failed_put_leaves_no_temporary_file(store):
+    store.put("dir/k", b"x")
+
+    class Broken:
+        def read(self, size=-1):
+            raise OSError(5, "Input/output error")
+
+    with pytest.raises(StorageError, match="Input/output error"):
+        store.put_stream("dir/k", Broken())
+    assert sorted(os.listdir(os.path.join(store.root, "dir"))) == ["k"]
+
+
+def test_delete_prunes_empty_directories_but_not_the_root(store):
+    store.put("a/b/c/d", b"x")
+    store.put("a/keep", b"x")
+    store.delete("a/b/c/d")
+    assert os.listdir(store.root) == ["a"]
+    assert os.listdir(os.path.join(store.root, "a")) == ["keep"]
+    store.delete("a/keep")
+    assert os.listdir(store.root) == []
+
+
+def test_a_file_and_a_directory_cannot_share_a_name(store):
+    store.put("a", b"file")
+    with pytest.raises(StorageError, match="not a directory"):
+        store.put("a/b", b"x")
+    store.put("d/e", b"x")
+    with pytest.raises(StorageError, match="directory"):
+        store.put("d", b"x")
+    assert store.get("a") == b"file" and store.get("d/e") == b"x"
+    assert [s.key for s in store.list()] == ["a", "d/e"]
+
+
+def test_a_name_too_long_for_the_filesystem(store):
+    with pytest.raises(NameTooLong):
+        store.put("x" * 300, b"x")
+
+
+def test_concurrent_puts_and_deletes_in_one_directory(store):
+    """Deletes prune directories that concurrent puts are about to write into."""
+    errors = []
+
+    def worker(number):
+        try:
+            for i in range(50):
+                key = f"shared/dir/{number}-{i}"
+                store.put(key, b"x")
+                store.delete(key)
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert errors == []
+    assert list(store.list()) == []
+
+
+def test_permissions_follow_the_umask(store):
+    old = os.umask(0o022)
+    try:
+        store.put("k", b"x")
+    finally:
+        os.umask(old)
+    assert os.stat(os.path.join(store.root, "k")).st_mode & 0o777 == 0o644
