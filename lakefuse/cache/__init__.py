@@ -1,0 +1,19 @@
+"""Caches the core reads through: a multi-process disk cache of immutable named files and an
+in-process RAM cache bounded in bytes.
+
+Owns nothing itself; re-exports the public API of ``disk``, ``ram`` and ``stats``:
+
+- ``DiskCache(directory, max_bytes, name="files")``: ``get(name, fetch) -> path``,
+  ``open(name, fetch) -> file``, ``put_file``, ``contains``, ``invalidate``, ``stats``,
+  ``clear``, ``flush_stats``, ``repair``, ``close``.
+- ``read_disk_cache_stats(directory) -> dict``: persisted counters, no running process needed.
+- ``RamCache(max_bytes, name="ram")``: ``get_or_load(key, loader)``, ``get``, ``put``,
+  ``contains``, ``invalidate``, ``clear``, ``stats``.
+- ``CacheStats``: hits, misses, evictions, corrupted, bytes, entries.
+"""
+
+from lakefuse.cache.disk import DiskCache, check_cache_name, read_disk_cache_stats
+from lakefuse.cache.ram import RamCache
+from lakefuse.cache.stats import CacheStats
+
+__all__ = ["CacheStats", "DiskCache", "RamCache", "check_cache_name", "read_disk_cache_stats"]
