@@ -1,0 +1,947 @@
+"""``Graveler``: the version-control operations of lakefuse, on keys (``bytes``) and opaque
+``ValueRecord`` values, over the three ports (``RefStore``, ``StagingStore``, one
+``CommittedStore`` per storage namespace) and an optional hooks object.
+
+Owns: repositories, branches, tags, staged writes, commit, merge, revert, reset, diff, log and
+the read path of any ref.  What a record *means* (an object ``Entry``) is ``lakefuse.catalog``'s
+business; how names and ref expressions read is ``refexpr``'s; commit IDs and the commit graph
+are ``commits``'; the merge table is ``merge``'s; overlaying staging on committed content is
+``views``'.
+
+Consistency rules (see each method):
+
+- A branch's visible content is its staging token, then its sealed tokens newest first, then
+  its head commit.
+- Commit seals the staging token (writes that arrive from then on land in the new token), waits
+  for writes of this process that may still be landing in the sealed token, applies the sealed
+  tokens to the head's metarange, adds the commit and compare-and-swaps the branch.  A lost
+  race raises ``ConcurrentUpdate`` and the sealed changes stay visible and staged.
+- A staged write re-reads the branch after writing and repeats itself against the new state if
+  the branch moved meanwhile (a commit sealed the token it wrote to, or dropped tokens its
+  existence check read), so no write is ever lost and no delete misses its key.
+- Point reads and listing pages on a branch re-check the branch when their answer came from
+  the committed layer and retry if a commit moved it (its staging rows may have been dropped
+  under the read).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from dataclasses import dataclass, replace
+from enum import Enum
+from itertools import islice
+from typing import Callable, Iterable, Iterator, Mapping, Protocol
+
+from lakefuse.errors import (
+    AlreadyExists,
+    ConcurrentUpdate,
+    DirtyBranch,
+    HookFailed,
+    InvalidArgument,
+    LakefuseError,
+    NoChanges,
+    ObjectNotFound,
+    ReadOnly,
+    RefNotFound,
+)
+from lakefuse.graveler.commits import CommitGraph, new_commit
+from lakefuse.graveler.committed.encoding import validate_key
+from lakefuse.graveler.merge import MergeStrategy, merge_metaranges, parse_strategy
+from lakefuse.graveler.model import (
+    BranchID,
+    Commit,
+    CommitID,
+    MetaRangeID,
+    RepositoryID,
+    StagingToken,
+    TagID,
+    ValueRecord,
+)
+from lakefuse.graveler.ports import Branch, CommittedStore, RefStore, Repository, StagingStore
+from lakefuse.graveler.refexpr import (
+    ResolvedRef,
+    resolve_ref,
+    validate_ref_name,
+    validate_repository_name,
+)
+from lakefuse.graveler.views import RefView
+
+log = logging.getLogger(__name__)
+
+INITIAL_COMMIT_MESSAGE = "Repository created"
+DEFAULT_BRANCH = "main"
+SYSTEM_COMMITTER = "lakefuse"
+
+
+class ChangeType(str, Enum):
+    ADDED = "added"
+    CHANGED = "changed"
+    REMOVED = "removed"
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One key that differs between a left and a right side (``None``: absent on that side)."""
+
+    key: bytes
+    type: ChangeType
+    left: ValueRecord | None
+    right: ValueRecord | None
+
+
+def change_of(key: bytes, left: ValueRecord | None, right: ValueRecord | None) -> Change:
+    if left is None:
+        return Change(key, ChangeType.ADDED, None, right)
+    if right is None:
+        return Change(key, ChangeType.REMOVED, left, None)
+    return Change(key, ChangeType.CHANGED, left, right)
+
+
+@dataclass(frozen=True, slots=True)
+class ListingPage:
+    """One page of a listing: ``(key, record)`` for objects, ``(common_prefix, None)`` for
+    "directories"; ``has_more``: pass ``next_after`` as ``after`` for the next page."""
+
+    items: list[tuple[bytes, ValueRecord | None]]
+    has_more: bool
+
+    @property
+    def next_after(self) -> bytes | None:
+        return self.items[-1][0] if self.has_more and self.items else None
+
+
+@dataclass(frozen=True)
+class HookEvent:
+    """What a hook sees.  ``view`` reads the content being committed (pre-commit: the head
+    commit overlaid with the sealed staged changes, exactly what the commit will contain;
+    pre-merge: the source commit; post-*: the new commit).  ``changes()`` lists what the
+    operation changes (pre-commit: staged vs head; pre-merge: source vs merge base; post-*: new
+    commit vs the previous head).  A pre-commit ``view`` reads staging rows that are dropped
+    once the commit is done: use it while the hook runs.  ``read_action_files()`` returns the ``(path, bytes)`` of the
+    action files under ``_lakefs_actions/`` in ``view`` when the Graveler has an
+    ``action_files_reader`` (the catalog installs one), else None.  Attribute names match
+    ``lakefuse.actions.events.HookEvent``."""
+
+    event_type: str  # "pre-commit" | "post-commit" | "pre-merge" | "post-merge"
+    repository: Repository
+    branch_id: BranchID
+    source_ref: str  # commit: the branch name; merge: the source ref as given
+    commit_message: str
+    committer: str
+    metadata: Mapping[str, str]
+    view: RefView
+    changes: Callable[[], Iterator[Change]]
+    commit: Commit | None = None  # post-* only: the new commit
+    read_action_files: Callable[[], Iterable[tuple[str, bytes]]] | None = None
+
+    @property
+    def repository_id(self) -> RepositoryID:
+        return self.repository.id
+
+    @property
+    def commit_metadata(self) -> Mapping[str, str]:
+        return self.metadata
+
+    @property
+    def commit_id(self) -> CommitID | None:
+        return self.commit.id if self.commit else None
+
+
+class Hooks(Protocol):
+    """Optional callbacks.  ``pre_*`` raising aborts the operation before anything is written
+    (``HookFailed``; any other non-lakefuse exception is wrapped in one); ``post_*`` failures are
+    logged only.  Any method may be missing."""
+
+    def pre_commit(self, event: HookEvent) -> None: ...
+
+    def post_commit(self, event: HookEvent) -> None: ...
+
+    def pre_merge(self, event: HookEvent) -> None: ...
+
+    def post_merge(self, event: HookEvent) -> None: ...
+
+
+def _new_token() -> StagingToken:
+    return StagingToken(uuid.uuid4().hex)
+
+
+def _same_state(left: Branch, right: Branch) -> bool:
+    return (left.commit_id, left.staging_token, tuple(left.sealed_tokens)) == (
+        right.commit_id,
+        right.staging_token,
+        tuple(right.sealed_tokens),
+    )
+
+
+def _same(left: ValueRecord | None, right: ValueRecord | None) -> bool:
+    if left is None or right is None:
+        return left is right
+    return left.identity == right.identity
+
+
+def _show_key(key: bytes) -> str:
+    return key.decode("utf-8", "replace")
+
+
+def _check_text(value, what: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidArgument(f"{what} must be a non-empty string, got {value!r}")
+    return value
+
+
+class _EffectiveChanges:
+    """Staged changes minus those equal to the head (same identity, or a tombstone of an
+    absent key), counted as they stream into ``apply``.  The lookups hit the ranges ``apply``
+    reads anyway."""
+
+    def __init__(self, store: CommittedStore, metarange: MetaRangeID, staged: Iterable[tuple[bytes, ValueRecord | None]]):
+        self._store = store
+        self._metarange = metarange
+        self._staged = staged
+        self.count = 0
+
+    def __iter__(self) -> Iterator[tuple[bytes, ValueRecord | None]]:
+        get = self._store.get
+        metarange = self._metarange
+        for key, staged in self._staged:
+            if _same(get(metarange, key), staged):
+                continue
+            self.count += 1
+            yield key, staged
+
+
+class _InFlightWrites:
+    """Staged writes of this process in progress, per branch, so a commit can wait for the
+    ones that may still land in the token it just sealed."""
+
+    def __init__(self) -> None:
+        self._cv = threading.Condition()
+        self._active: dict[tuple[str, str], set[int]] = {}
+        self._next = 0
+
+    def begin(self, branch_key: tuple[str, str]) -> int:
+        with self._cv:
+            self._next += 1
+            self._active.setdefault(branch_key, set()).add(self._next)
+            return self._next
+
+    def end(self, branch_key: tuple[str, str], ticket: int) -> None:
+        with self._cv:
+            active = self._active.get(branch_key)
+            if active is not None:
+                active.discard(ticket)
+                if not active:
+                    del self._active[branch_key]
+            self._cv.notify_all()
+
+    def snapshot(self, branch_key: tuple[str, str]) -> set[int]:
+        with self._cv:
+            return set(self._active.get(branch_key, ()))
+
+    def wait(self, branch_key: tuple[str, str], tickets: set[int], timeout: float) -> None:
+        if not tickets:
+            return
+        with self._cv:
+            self._cv.wait_for(lambda: not (tickets & self._active.get(branch_key, set())), timeout=timeout)
+
+
+class Graveler:
+    """The version-control core.  ``committed_for(storage_namespace)`` returns the
+    ``CommittedStore`` of a namespace (called once per namespace, then cached)."""
+
+    def __init__(
+        self,
+        refs: RefStore,
+        staging: StagingStore,
+        committed_for: Callable[[str], CommittedStore],
+        hooks: Hooks | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+        commit_cache_size: int = 100_000,
+        write_retries: int = 20,
+        read_retries: int = 5,
+        inflight_wait_seconds: float = 30.0,
+        repository_cache_seconds: float = 5.0,
+    ):
+        self.refs = refs
+        self.staging = staging
+        self.hooks = hooks
+        self.commits = CommitGraph(refs, commit_cache_size)
+        self._committed_for = committed_for
+        self._committed: dict[str, CommittedStore] = {}
+        self._committed_lock = threading.Lock()
+        self._clock = clock
+        self._write_retries = write_retries
+        self._read_retries = read_retries
+        self._inflight = _InFlightWrites()
+        self._inflight_wait = inflight_wait_seconds
+        self._repo_cache: dict[str, tuple[float, Repository]] = {}
+        self._repo_cache_seconds = repository_cache_seconds
+        #: ``(repository, view) -> [(path, bytes)]`` of the action files a hook event exposes
+        self.action_files_reader: Callable[[Repository, RefView], Iterable[tuple[str, bytes]]] | None = None
+
+    # ------------------------------------------------------------------------------------
+    # plumbing
+
+    def _now(self) -> int:
+        return int(self._clock())
+
+    def committed_store(self, storage_namespace: str) -> CommittedStore:
+        store = self._committed.get(storage_namespace)
+        if store is None:
+            with self._committed_lock:
+                store = self._committed.get(storage_namespace)
+                if store is None:
+                    store = self._committed_for(storage_namespace)
+                    self._committed[storage_namespace] = store
+        return store
+
+    def _repo(self, repo_id: str) -> Repository:
+        now = time.monotonic()
+        cached = self._repo_cache.get(repo_id)
+        if cached is not None and now - cached[0] < self._repo_cache_seconds:
+            return cached[1]
+        repo = self.refs.get_repository(RepositoryID(repo_id))
+        self._repo_cache[repo_id] = (now, repo)
+        return repo
+
+    def repository(self, repo_id: str) -> Repository:
+        """The repository, from a cache of a few seconds (repositories never change, only go)."""
+        return self._repo(repo_id)
+
+    def _store_of(self, repo: Repository) -> CommittedStore:
+        return self.committed_store(repo.storage_namespace)
+
+    def _branch_view(self, repo: Repository, branch: Branch, head: Commit | None = None) -> RefView:
+        head = head or self.commits.get(repo.id, branch.commit_id)
+        return RefView(self._store_of(repo), head.metarange_id, self.staging, (branch.staging_token, *branch.sealed_tokens))
+
+    def _view_of(self, repo: Repository, resolved: ResolvedRef) -> RefView:
+        if resolved.branch is not None:
+            return self._branch_view(repo, resolved.branch, resolved.commit)
+        return RefView(self._store_of(repo), resolved.commit.metarange_id)
+
+    def _fresh(self, repo_id: str, resolved: ResolvedRef) -> ResolvedRef | None:
+        """None if the branch of ``resolved`` has not moved, else it re-resolved."""
+        current = self.refs.get_branch(RepositoryID(repo_id), resolved.branch.id)
+        if _same_state(current, resolved.branch):
+            return None
+        return replace(resolved, branch=current, commit=self.commits.get(RepositoryID(repo_id), current.commit_id))
+
+    def _event(self, **fields) -> HookEvent:
+        reader = self.action_files_reader
+        view = fields["view"]
+        repo = fields["repository"]
+        if reader is not None:
+            fields["read_action_files"] = lambda: reader(repo, view)
+        return HookEvent(**fields)
+
+    def _run_pre_hook(self, name: str, event: HookEvent) -> None:
+        hook = getattr(self.hooks, name, None) if self.hooks is not None else None
+        if hook is None:
+            return
+        try:
+            hook(event)
+        except LakefuseError:
+            raise
+        except Exception as exc:  # a broken hook must not look like an internal error
+            raise HookFailed(f"{event.event_type} hook failed: {exc}") from exc
+
+    def _run_post_hook(self, name: str, event: HookEvent) -> None:
+        hook = getattr(self.hooks, name, None) if self.hooks is not None else None
+        if hook is None:
+            return
+        try:
+            hook(event)
+        except Exception:
+            log.exception("%s hook failed on %s/%s (ignored)", event.event_type, event.repository.id, event.branch_id)
+
+    def _drop_tokens(self, tokens: Iterable[StagingToken]) -> None:
+        for token in tokens:
+            try:
+                self.staging.drop(token)
+            except Exception:  # the rows are unreachable anyway; never fail the operation
+                log.exception("dropping staging token %s failed (ignored)", token)
+
+    # ------------------------------------------------------------------------------------
+    # repositories
+
+    def create_repository(
+        self,
+        repo_id: str,
+        storage_namespace: str,
+        default_branch: str = DEFAULT_BRANCH,
+        *,
+        committer: str = SYSTEM_COMMITTER,
+    ) -> Repository:
+        """A repository with its default branch on an initial commit "Repository created"
+        whose metarange is the empty one.  ``AlreadyExists`` for a taken name or a storage
+        namespace another repository uses."""
+        validate_repository_name(repo_id)
+        validate_ref_name(default_branch, "branch")
+        _check_text(storage_namespace, "storage namespace")
+        for other in self.refs.list_repositories():
+            if other.storage_namespace == storage_namespace and other.id != repo_id:
+                raise AlreadyExists(
+                    f"storage namespace {storage_namespace!r} is already used by repository {other.id!r}"
+                )
+        store = self.committed_store(storage_namespace)
+        now = self._now()
+        initial = new_commit(store.empty_metarange(), [], INITIAL_COMMIT_MESSAGE, committer, now)
+        repo = Repository(
+            id=RepositoryID(repo_id),
+            storage_namespace=storage_namespace,
+            default_branch=BranchID(default_branch),
+            creation_date=now,
+        )
+        self.refs.create_repository(repo, initial, Branch(BranchID(default_branch), initial.id, _new_token()))
+        self.commits.remember(repo.id, initial)
+        return repo
+
+    def get_repository(self, repo_id: str) -> Repository:
+        return self.refs.get_repository(RepositoryID(repo_id))
+
+    def list_repositories(self) -> list[Repository]:
+        return self.refs.list_repositories()
+
+    def delete_repository(self, repo_id: str) -> None:
+        """Delete refs, commits and staged entries; stored objects and ranges stay."""
+        self.refs.delete_repository(RepositoryID(repo_id))
+        self._repo_cache.pop(repo_id, None)
+        self.commits.forget_repository(RepositoryID(repo_id))
+
+    # ------------------------------------------------------------------------------------
+    # refs
+
+    def resolve(self, repo_id: str, ref: str) -> ResolvedRef:
+        """Resolve a ref expression (see ``refexpr``)."""
+        return resolve_ref(self.refs, RepositoryID(repo_id), ref, self.commits.get)
+
+    def get_commit(self, repo_id: str, commit_id: str) -> Commit:
+        return self.commits.get(RepositoryID(repo_id), CommitID(commit_id))
+
+    def create_branch(self, repo_id: str, branch_id: str, source_ref: str) -> Branch:
+        """A new branch at the commit ``source_ref`` resolves to (staged changes of a source
+        branch are not carried over).  ``AlreadyExists`` if a branch or tag has the name."""
+        validate_ref_name(branch_id, "branch")
+        repo = self._repo(repo_id)
+        if self._tag_exists(repo.id, branch_id):
+            raise AlreadyExists(f"cannot create branch {branch_id!r}: a tag of that name exists in repository {repo_id!r}")
+        source = self.resolve(repo_id, source_ref)
+        branch = Branch(BranchID(branch_id), source.commit.id, _new_token())
+        self.refs.create_branch(repo.id, branch)
+        return branch
+
+    def get_branch(self, repo_id: str, branch_id: str) -> Branch:
+        return self.refs.get_branch(RepositoryID(repo_id), BranchID(branch_id))
+
+    def list_branches(self, repo_id: str) -> list[Branch]:
+        return self.refs.list_branches(RepositoryID(repo_id))
+
+    def delete_branch(self, repo_id: str, branch_id: str) -> None:
+        """Delete a branch and its staged changes; the default branch cannot be deleted."""
+        repo = self._repo(repo_id)
+        if branch_id == repo.default_branch:
+            raise InvalidArgument(f"cannot delete {branch_id!r}: it is the default branch of repository {repo_id!r}")
+        branch = self.refs.get_branch(repo.id, BranchID(branch_id))
+        self.refs.delete_branch(repo.id, BranchID(branch_id))
+        self._drop_tokens((branch.staging_token, *branch.sealed_tokens))
+
+    def _tag_exists(self, repo_id: RepositoryID, name: str) -> bool:
+        try:
+            self.refs.get_tag(repo_id, TagID(name))
+            return True
+        except RefNotFound:
+            return False
+
+    def _branch_exists(self, repo_id: RepositoryID, name: str) -> bool:
+        try:
+            self.refs.get_branch(repo_id, BranchID(name))
+            return True
+        except RefNotFound:
+            return False
+
+    def create_tag(self, repo_id: str, tag_id: str, ref: str, force: bool = False) -> CommitID:
+        """Tag the commit ``ref`` resolves to.  ``AlreadyExists`` if the tag exists (unless
+        ``force``) or a branch has the name."""
+        validate_ref_name(tag_id, "tag")
+        repo = self._repo(repo_id)
+        if self._branch_exists(repo.id, tag_id):
+            raise AlreadyExists(f"cannot create tag {tag_id!r}: a branch of that name exists in repository {repo_id!r}")
+        commit = self.resolve(repo_id, ref).commit
+        self.refs.create_tag(repo.id, TagID(tag_id), commit.id, force=force)
+        return commit.id
+
+    def get_tag(self, repo_id: str, tag_id: str) -> CommitID:
+        return self.refs.get_tag(RepositoryID(repo_id), TagID(tag_id))
+
+    def list_tags(self, repo_id: str) -> list[tuple[TagID, CommitID]]:
+        return self.refs.list_tags(RepositoryID(repo_id))
+
+    def delete_tag(self, repo_id: str, tag_id: str) -> None:
+        self.refs.delete_tag(RepositoryID(repo_id), TagID(tag_id))
+
+    # ------------------------------------------------------------------------------------
+    # reading
+
+    def view(self, repo_id: str, ref: str) -> RefView:
+        """A reader of ``ref`` as it is now (for bulk reads; a branch view does not follow
+        later commits of the branch, use ``get`` / ``list_objects`` for re-checked reads)."""
+        return self._view_of(self._repo(repo_id), self.resolve(repo_id, ref))
+
+    def get(self, repo_id: str, ref: str, key: bytes) -> ValueRecord:
+        """The record of ``key`` in ``ref`` (staged changes included on a branch).
+        ``ObjectNotFound`` if absent or deleted."""
+        repo = self._repo(repo_id)
+        resolved = self.resolve(repo_id, ref)
+        record = None
+        for _attempt in range(self._read_retries):
+            record, from_staging = self._view_of(repo, resolved).lookup(key)
+            if from_staging or resolved.branch is None:
+                break
+            moved = self._fresh(repo_id, resolved)
+            if moved is None:
+                break
+            resolved = moved
+        if record is None:
+            raise ObjectNotFound(f"object {_show_key(key)!r} not found in {ref!r} of repository {repo_id!r}")
+        return record
+
+    def list_objects(
+        self,
+        repo_id: str,
+        ref: str,
+        prefix: bytes = b"",
+        delimiter: bytes = b"",
+        after: bytes = b"",
+        limit: int = 1000,
+    ) -> ListingPage:
+        """One page of at most ``limit`` items of ``RefView.list`` (see there)."""
+        if limit < 1:
+            raise InvalidArgument(f"listing limit must be >= 1, got {limit}")
+        repo = self._repo(repo_id)
+        resolved = self.resolve(repo_id, ref)
+        items: list = []
+        for _attempt in range(self._read_retries):
+            listing = self._view_of(repo, resolved).list(prefix, delimiter, after)
+            items = list(islice(listing, limit + 1))
+            if resolved.branch is None:
+                break
+            moved = self._fresh(repo_id, resolved)
+            if moved is None:
+                break
+            resolved = moved
+        return ListingPage(items=items[:limit], has_more=len(items) > limit)
+
+    def iter_objects(
+        self, repo_id: str, ref: str, prefix: bytes = b"", delimiter: bytes = b"", after: bytes = b""
+    ) -> Iterator[tuple[bytes, ValueRecord | None]]:
+        """The whole listing, streamed page by page (each page re-checked like
+        ``list_objects``)."""
+        page_size = 1000
+        while True:
+            page = self.list_objects(repo_id, ref, prefix, delimiter, after, page_size)
+            yield from page.items
+            if not page.has_more:
+                return
+            after = page.next_after
+
+    # ------------------------------------------------------------------------------------
+    # staged writes
+
+    def _staged_write(self, repo_id: str, branch_id: str, write: Callable[[Repository, Branch], None]) -> None:
+        repo = self._repo(repo_id)
+        branch_key = (repo_id, branch_id)
+        ticket = self._inflight.begin(branch_key)
+        try:
+            branch = self._writable_branch(repo, branch_id)
+            for _attempt in range(self._write_retries):
+                write(repo, branch)
+                current = self.refs.get_branch(repo.id, BranchID(branch_id))
+                if _same_state(current, branch):
+                    return
+                # a commit sealed the token (the write may have missed it) or dropped tokens the
+                # write's existence checks read: write again against the new state
+                branch = current
+        finally:
+            self._inflight.end(branch_key, ticket)
+        raise ConcurrentUpdate(f"branch {branch_id!r} of repository {repo_id!r} keeps moving; write not confirmed, retry")
+
+    def writable_branch(self, repo_id: str, ref: str) -> Branch:
+        """The branch ``ref``; ``ReadOnly`` if it names a tag or commit, else ``RefNotFound``."""
+        return self._writable_branch(self._repo(repo_id), ref)
+
+    def _writable_branch(self, repo: Repository, ref: str) -> Branch:
+        try:
+            return self.refs.get_branch(repo.id, BranchID(ref))
+        except RefNotFound:
+            try:
+                resolved = self.resolve(repo.id, ref)
+            except (RefNotFound, InvalidArgument):
+                raise RefNotFound(f"branch {ref!r} not found in repository {repo.id!r}") from None
+            raise ReadOnly(f"{ref!r} is a {resolved.kind.value} of repository {repo.id!r}, not a branch: read-only") from None
+
+    def set(self, repo_id: str, branch_id: str, record: ValueRecord) -> None:
+        """Stage ``record`` (under ``record.key``) on a branch."""
+        self.stage(repo_id, branch_id, [(record.key, record)])
+
+    def delete(self, repo_id: str, branch_id: str, key: bytes) -> bool:
+        """Stage the deletion of ``key``.  A key visible nowhere is left alone (no tombstone);
+        returns whether something was deleted."""
+        validate_key(key)
+        deleted = False
+
+        def write(repo: Repository, branch: Branch) -> None:
+            nonlocal deleted
+            if self._branch_view(repo, branch).get(key) is not None:
+                self.staging.set(branch.staging_token, key, None)
+                deleted = True  # sticky: a repeated attempt may find our own tombstone
+
+        self._staged_write(repo_id, branch_id, write)
+        return deleted
+
+    def stage(self, repo_id: str, branch_id: str, changes: Iterable[tuple[bytes, ValueRecord | None]]) -> None:
+        """Stage several keys at once, all or nothing (``None`` deletes; deleting a key visible
+        nowhere is skipped; a key given twice: the last one counts).  A directory rename is one
+        call."""
+        latest: dict[bytes, ValueRecord | None] = {}
+        for key, record in changes:
+            validate_key(key)
+            if record is not None and (not isinstance(record, ValueRecord) or record.key != key):
+                raise InvalidArgument(f"staged value for {_show_key(key)!r} must be a ValueRecord with that key")
+            latest[key] = record  # a key given twice: the last one counts
+        items = list(latest.items())
+        if not items:
+            return
+
+        def write(repo: Repository, branch: Branch) -> None:
+            rows = items
+            if any(record is None for _key, record in items):
+                view = self._branch_view(repo, branch)
+                rows = [(key, record) for key, record in items if record is not None or view.get(key) is not None]
+            if len(rows) == 1:
+                self.staging.set(branch.staging_token, rows[0][0], rows[0][1])
+            elif rows:
+                self.staging.set_many(branch.staging_token, rows)
+
+        self._staged_write(repo_id, branch_id, write)
+
+    def reset(self, repo_id: str, branch_id: str, prefix: bytes | None = None) -> None:
+        """Drop the staged changes of a branch: all of them (a fresh staging token), or only
+        the keys under ``prefix``."""
+        repo = self._repo(repo_id)
+        branch = self.refs.get_branch(repo.id, BranchID(branch_id))
+        tokens = (branch.staging_token, *branch.sealed_tokens)
+        if prefix:
+            for token in tokens:
+                self.staging.drop_prefix(token, prefix)
+            return
+        fresh = Branch(branch.id, branch.commit_id, _new_token(), ())
+        self.refs.compare_and_swap_branch(repo.id, branch.id, branch, fresh)
+        self._drop_tokens(tokens)
+
+    # ------------------------------------------------------------------------------------
+    # diff
+
+    def diff(self, repo_id: str, left_ref: str, right_ref: str, prefix: bytes = b"") -> Iterator[Change]:
+        """Committed differences from ``left_ref`` to ``right_ref`` in key order (a branch
+        stands for its head commit; staged changes are ``diff_uncommitted``'s).  Time follows
+        the difference: equal ranges are skipped unread."""
+        repo = self._repo(repo_id)
+        left = self.resolve(repo_id, left_ref).commit
+        right = self.resolve(repo_id, right_ref).commit
+        return self._diff_metaranges(self._store_of(repo), left.metarange_id, right.metarange_id, prefix)
+
+    @staticmethod
+    def _diff_metaranges(store: CommittedStore, left: MetaRangeID, right: MetaRangeID, prefix: bytes = b"") -> Iterator[Change]:
+        if left == right:
+            return
+        for key, left_record, right_record in store.diff(left, right):
+            if prefix and not key.startswith(prefix):
+                if key > prefix:
+                    return
+                continue
+            yield change_of(key, left_record, right_record)
+
+    def diff_uncommitted(self, repo_id: str, branch_id: str, prefix: bytes = b"") -> Iterator[Change]:
+        """Staged changes of a branch against its head commit, in key order.  A staged entry
+        with the committed identity, or a tombstone of an absent key, is not a change."""
+        repo = self._repo(repo_id)
+        branch = self.refs.get_branch(repo.id, BranchID(branch_id))
+        return self._staged_vs_head(self._branch_view(repo, branch), prefix)
+
+    @staticmethod
+    def _staged_vs_head(view: RefView, prefix: bytes = b"") -> Iterator[Change]:
+        for key, staged in view.staged_changes(prefix):
+            if prefix and not key.startswith(prefix):
+                return
+            committed = view.committed.get(view.metarange, key)
+            if not _same(committed, staged):
+                yield change_of(key, committed, staged)
+
+    def has_uncommitted(self, repo_id: str, branch_id: str) -> bool:
+        return next(self.diff_uncommitted(repo_id, branch_id), None) is not None
+
+    # ------------------------------------------------------------------------------------
+    # history
+
+    def log(self, repo_id: str, ref: str, amount: int | None = None, all_parents: bool = False) -> Iterator[Commit]:
+        """History from ``ref``, newest first: first parents (git log --first-parent), or every
+        ancestor (``all_parents``) by creation date.  At most ``amount`` commits."""
+        head = self.resolve(repo_id, ref).commit
+        history = self.commits.log(RepositoryID(repo_id), head, all_parents)
+        return islice(history, amount) if amount is not None else history
+
+    def merge_base(self, repo_id: str, left_ref: str, right_ref: str) -> Commit | None:
+        left = self.resolve(repo_id, left_ref).commit
+        right = self.resolve(repo_id, right_ref).commit
+        return self.commits.merge_base(RepositoryID(repo_id), left, right)
+
+    # ------------------------------------------------------------------------------------
+    # commit
+
+    def commit(
+        self,
+        repo_id: str,
+        branch_id: str,
+        message: str,
+        committer: str,
+        metadata: Mapping[str, str] | None = None,
+        allow_empty: bool = False,
+    ) -> Commit:
+        """Commit the staged changes of a branch (see the module docstring for the procedure).
+        ``NoChanges`` if nothing changes and not ``allow_empty``; ``ConcurrentUpdate`` if the
+        branch moved meanwhile (the changes stay staged); ``HookFailed`` from pre-commit."""
+        _check_text(message, "commit message")
+        _check_text(committer, "committer")
+        metadata = dict(metadata or {})
+        repo = self._repo(repo_id)
+        store = self._store_of(repo)
+        branch_key = (repo_id, branch_id)
+        branch = self.refs.get_branch(repo.id, BranchID(branch_id))
+        if not allow_empty and all(
+            self.staging.count(token) == 0 for token in (branch.staging_token, *branch.sealed_tokens)
+        ):
+            raise NoChanges(f"nothing to commit on branch {branch_id!r} of repository {repo_id!r}")
+
+        sealed = self.refs.seal_staging_token(repo.id, BranchID(branch_id), _new_token())
+        self._inflight.wait(branch_key, self._inflight.snapshot(branch_key), self._inflight_wait)
+        head = self.commits.get(repo.id, sealed.commit_id)
+        content = RefView(store, head.metarange_id, self.staging, sealed.sealed_tokens)
+
+        self._run_pre_hook(
+            "pre_commit",
+            self._event(
+                event_type="pre-commit",
+                repository=repo,
+                branch_id=BranchID(branch_id),
+                source_ref=branch_id,
+                commit_message=message,
+                committer=committer,
+                metadata=dict(metadata),
+                view=content,
+                changes=lambda: self._staged_vs_head(content),
+            ),
+        )
+
+        effective = _EffectiveChanges(store, head.metarange_id, content.staged_changes())
+        metarange = store.apply(head.metarange_id, effective)
+        if not effective.count:
+            metarange = head.metarange_id
+        if metarange == head.metarange_id and not allow_empty:
+            self._forget_sealed(repo.id, sealed)
+            raise NoChanges(f"nothing to commit on branch {branch_id!r} of repository {repo_id!r}: staged entries equal the head")
+
+        commit = new_commit(metarange, [head], message, committer, self._now(), metadata)
+        self.refs.add_commit(repo.id, commit)
+        self.commits.remember(repo.id, commit)
+        try:
+            self.refs.compare_and_swap_branch(
+                repo.id, BranchID(branch_id), sealed, Branch(sealed.id, commit.id, sealed.staging_token, ())
+            )
+        except ConcurrentUpdate:
+            raise ConcurrentUpdate(
+                f"commit on branch {branch_id!r} of repository {repo_id!r} lost a race with another update of the "
+                "branch; the changes are still staged, retry"
+            ) from None
+        self._drop_tokens(sealed.sealed_tokens)
+
+        self._run_post_hook(
+            "post_commit",
+            self._event(
+                event_type="post-commit",
+                repository=repo,
+                branch_id=BranchID(branch_id),
+                source_ref=branch_id,
+                commit_message=message,
+                committer=committer,
+                metadata=dict(metadata),
+                view=RefView(store, metarange),
+                changes=lambda: self._diff_metaranges(store, head.metarange_id, metarange),
+                commit=commit,
+            ),
+        )
+        return commit
+
+    def _forget_sealed(self, repo_id: RepositoryID, sealed: Branch) -> None:
+        """The sealed tokens changed nothing: unlist and drop them (best effort)."""
+        try:
+            self.refs.compare_and_swap_branch(
+                repo_id, sealed.id, sealed, Branch(sealed.id, sealed.commit_id, sealed.staging_token, ())
+            )
+        except ConcurrentUpdate:
+            return
+        self._drop_tokens(sealed.sealed_tokens)
+
+    # ------------------------------------------------------------------------------------
+    # merge and revert
+
+    def _clean_destination(self, repo: Repository, branch_id: str, what: str) -> tuple[Branch, Commit]:
+        """The state a merge or revert compare-and-swaps from, and its head commit.
+
+        ``DirtyBranch`` if the branch has uncommitted changes.  Staged entries that change
+        nothing (an identical re-upload) must not survive on top of the result, where they
+        would shadow it: then the staging token is sealed first (as a commit does) and the
+        returned state's sealed tokens are what the caller swaps away and drops."""
+        branch = self.refs.get_branch(repo.id, BranchID(branch_id))
+        head = self.commits.get(repo.id, branch.commit_id)
+        tokens = (branch.staging_token, *branch.sealed_tokens)
+        if all(self.staging.count(token) == 0 for token in tokens):
+            return branch, head
+        dirty = DirtyBranch(f"{what}: branch {branch_id!r} has uncommitted changes; commit or reset them first")
+        if next(self._staged_vs_head(self._branch_view(repo, branch, head)), None) is not None:
+            raise dirty
+        branch_key = (repo.id, branch_id)
+        sealed = self.refs.seal_staging_token(repo.id, BranchID(branch_id), _new_token())
+        self._inflight.wait(branch_key, self._inflight.snapshot(branch_key), self._inflight_wait)
+        head = self.commits.get(repo.id, sealed.commit_id)
+        content = RefView(self._store_of(repo), head.metarange_id, self.staging, sealed.sealed_tokens)
+        if next(self._staged_vs_head(content), None) is not None:
+            raise dirty  # a write landed meanwhile: it stays staged (sealed), a commit takes it
+        return sealed, head
+
+    def _move_branch(self, repo: Repository, expected: Branch, commit: Commit) -> None:
+        """CAS the branch to ``commit``, keeping its staging token, dropping sealed tokens."""
+        self.refs.add_commit(repo.id, commit)
+        self.commits.remember(repo.id, commit)
+        self.refs.compare_and_swap_branch(
+            repo.id, expected.id, expected, Branch(expected.id, commit.id, expected.staging_token, ())
+        )
+        self._drop_tokens(expected.sealed_tokens)
+
+    def merge(
+        self,
+        repo_id: str,
+        dest_branch_id: str,
+        source_ref: str,
+        committer: str,
+        message: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+        strategy: str | MergeStrategy | None = None,
+    ) -> Commit:
+        """Merge the commit ``source_ref`` resolves to into a branch: a new commit with the
+        destination head as first parent and the source as second (also when a fast-forward
+        would do).  ``DirtyBranch`` if the destination has uncommitted changes, ``NoChanges``
+        if the source is already contained in it, ``MergeConflict`` (nothing written) unless
+        ``strategy`` ("dest-wins" / "source-wins") resolves the conflicts."""
+        _check_text(committer, "committer")
+        strategy = parse_strategy(strategy)
+        metadata = dict(metadata or {})
+        repo = self._repo(repo_id)
+        store = self._store_of(repo)
+        what = f"merge of {source_ref!r} into {dest_branch_id!r}"
+        try:
+            self.refs.get_branch(repo.id, BranchID(dest_branch_id))
+        except RefNotFound:
+            raise RefNotFound(f"merge destination {dest_branch_id!r} is not a branch of repository {repo_id!r}") from None
+        source = self.resolve(repo_id, source_ref).commit
+        dest, dest_head = self._clean_destination(repo, dest_branch_id, what)
+        base = self.commits.merge_base(repo.id, source, dest_head)
+        if base is not None and base.id == source.id:
+            raise NoChanges(f"{what}: nothing to merge, {source_ref!r} is already contained in {dest_branch_id!r}")
+        base_metarange = base.metarange_id if base is not None else store.empty_metarange()
+        message = message if message else f"Merge '{source_ref}' into '{dest_branch_id}'"
+
+        def pre_merge() -> None:
+            self._run_pre_hook(
+                "pre_merge",
+                self._event(
+                    event_type="pre-merge",
+                    repository=repo,
+                    branch_id=dest.id,
+                    source_ref=source_ref,
+                    commit_message=message,
+                    committer=committer,
+                    metadata=dict(metadata),
+                    view=RefView(store, source.metarange_id),
+                    changes=lambda: self._diff_metaranges(store, base_metarange, source.metarange_id),
+                ),
+            )
+
+        metarange = merge_metaranges(
+            store, base_metarange, source.metarange_id, dest_head.metarange_id, strategy, what, before_write=pre_merge
+        )
+        commit = new_commit(metarange, [dest_head, source], message, committer, self._now(), metadata)
+        self._move_branch(repo, dest, commit)
+        self._run_post_hook(
+            "post_merge",
+            self._event(
+                event_type="post-merge",
+                repository=repo,
+                branch_id=dest.id,
+                source_ref=source_ref,
+                commit_message=message,
+                committer=committer,
+                metadata=dict(metadata),
+                view=RefView(store, metarange),
+                changes=lambda: self._diff_metaranges(store, dest_head.metarange_id, metarange),
+                commit=commit,
+            ),
+        )
+        return commit
+
+    def revert(
+        self,
+        repo_id: str,
+        branch_id: str,
+        ref: str,
+        committer: str,
+        parent_number: int | None = None,
+        message: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+        allow_empty: bool = False,
+    ) -> Commit:
+        """A new commit on the branch undoing the changes the commit ``ref`` made relative to
+        its parent (``parent_number`` N, like ``git revert -m N``; required for merge
+        commits).  Three-way merge with base = that commit, source = its parent, destination =
+        the branch head; conflicts raise ``MergeConflict``, nothing written."""
+        _check_text(committer, "committer")
+        metadata = dict(metadata or {})
+        repo = self._repo(repo_id)
+        store = self._store_of(repo)
+        self.refs.get_branch(repo.id, BranchID(branch_id))
+        target = self.resolve(repo_id, ref).commit
+        what = f"revert of {ref!r} on {branch_id!r}"
+        if not target.parents:
+            raise InvalidArgument(f"{what}: commit {target.id[:12]} is the initial commit, it has no parent to revert to")
+        if parent_number is None:
+            if len(target.parents) > 1:
+                raise InvalidArgument(
+                    f"{what}: commit {target.id[:12]} is a merge commit; choose the parent to revert to (parent number 1-{len(target.parents)})"
+                )
+            parent_number = 1
+        if not 1 <= parent_number <= len(target.parents):
+            raise InvalidArgument(f"{what}: commit {target.id[:12]} has no parent {parent_number} (it has {len(target.parents)})")
+        branch, head = self._clean_destination(repo, branch_id, what)
+        parent = self.commits.get(repo.id, target.parents[parent_number - 1])
+        metarange = merge_metaranges(store, target.metarange_id, parent.metarange_id, head.metarange_id, None, what)
+        if metarange == head.metarange_id and not allow_empty:
+            raise NoChanges(f"{what}: reverting changes nothing on the branch")
+        first_line = target.message.splitlines()[0] if target.message else ""
+        message = message if message else f'Revert "{first_line}"\n\nThis reverts commit {target.id}.'
+        commit = new_commit(metarange, [head], message, committer, self._now(), metadata)
+        self._move_branch(repo, branch, commit)
+        return commit
