@@ -463,16 +463,41 @@ def _diff(manager: CommittedManager, left_meta: LoadedMetaRange, right_meta: Loa
                 continue
             right.open()
             continue
-        if left_low < right_low:
-            yield left_low, left.loaded.record_at(left.position), None
-            left.advance()
-        elif right_low < left_low:
-            yield right_low, None, right.loaded.record_at(right.position)
-            right.advance()
+        yield from _diff_open_ranges(left, right)
+
+
+def _diff_open_ranges(left: _Side, right: _Side):
+    """Walk two opened ranges side by side until either is exhausted (the hot loop of a diff).
+
+    Values are compared in their on-disk form first: equal bytes mean equal identities, so
+    only keys whose bytes differ are split into records (most keys of two ranges that differ
+    in one object are byte-identical)."""
+    left_range, right_range = left.loaded, right.loaded
+    left_keys, right_keys = left_range.keys, right_range.keys
+    left_values, right_values = left_range.values, right_range.values
+    i, j = left.position, right.position
+    left_end, right_end = len(left_keys), len(right_keys)
+    while i < left_end and j < right_end:
+        left_key = left_keys[i]
+        right_key = right_keys[j]
+        if left_key == right_key:
+            left_value = left_values[left_key]
+            right_value = right_values[right_key]
+            if left_value is not right_value and left_value != right_value:
+                left_record = left_range.record_at(i)
+                right_record = right_range.record_at(j)
+                if left_record.identity != right_record.identity:
+                    yield left_key, left_record, right_record
+            i += 1
+            j += 1
+        elif left_key < right_key:
+            yield left_key, left_range.record_at(i), None
+            i += 1
         else:
-            left_record = left.loaded.record_at(left.position)
-            right_record = right.loaded.record_at(right.position)
-            if left_record.identity != right_record.identity:
-                yield left_low, left_record, right_record
-            left.advance()
-            right.advance()
+            yield right_key, None, right_range.record_at(j)
+            j += 1
+    left.position, right.position = i, j
+    if i >= left_end:
+        left.skip_range()
+    if j >= right_end:
+        right.skip_range()
