@@ -1,0 +1,93 @@
+"""The composition root: reads the configuration and wires concrete adapters into the core.
+
+Nothing else in lakefuse constructs adapters.  ``App.from_config()`` gives:
+
+- ``graveler``  the version-control core (refs/staging in SQL, committed files per namespace)
+- ``catalog``   objects on top of it (uploads into storage namespaces, entries, listings)
+- ``actions``   the hooks runner (pre/post commit and merge webhooks from ``_lakefs_actions/``)
+- ``block_for_repository(repo)`` / ``committed_for(namespace)`` for the bulk jobs and CLI
+
+Caches: one RAM cache (``cache.ram_bytes``) of decoded ranges/metaranges shared by every
+namespace, and one disk cache of Graveler files under ``<cache.dir>/graveler`` bounded by
+``cache.disk_bytes`` (the mount's object data cache lives beside it, see ``lakefuse.fs``).
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from lakefuse.config import Config, load_config
+
+
+class App:
+    def __init__(self, config: Config):
+        from lakefuse.actions import ActionsRunner
+        from lakefuse.cache import DiskCache, RamCache
+        from lakefuse.catalog import Catalog
+        from lakefuse.db import open_database
+        from lakefuse.graveler.graveler import Graveler
+
+        self.config = config
+        config.home.mkdir(parents=True, exist_ok=True)
+        self.database = open_database(config.database_url)
+        self.ram_cache = RamCache(config.cache.ram_bytes, name="graveler-ram")
+        self.file_cache = DiskCache(Path(config.cache.dir) / "graveler", config.cache.disk_bytes, name="graveler")
+        self._blocks: dict[str, object] = {}
+        self._committed: dict[str, object] = {}
+        self._lock = threading.Lock()
+        self.actions = ActionsRunner(self.block_for_repository)
+        self.graveler = Graveler(
+            self.database.ref_store(),
+            self.database.staging_store(),
+            self.committed_for,
+            hooks=self.actions,
+        )
+        self.catalog = Catalog(self.graveler, self.block_for_namespace)
+
+    @classmethod
+    def from_config(cls, config: Config | None = None) -> "App":
+        return cls(config or load_config())
+
+    # adapters, one per storage namespace, created on first use -----------------------------
+
+    def block_for_namespace(self, namespace: str):
+        with self._lock:
+            adapter = self._blocks.get(namespace)
+            if adapter is None:
+                from lakefuse.block.namespace import open_namespace
+
+                adapter = open_namespace(namespace, self.config.s3)
+                self._blocks[namespace] = adapter
+            return adapter
+
+    def committed_for(self, namespace: str):
+        with self._lock:
+            store = self._committed.get(namespace)
+        if store is None:
+            from lakefuse.graveler.committed import CommittedManager
+
+            block = self.block_for_namespace(namespace)
+            with self._lock:
+                store = self._committed.get(namespace)
+                if store is None:
+                    store = CommittedManager(block, self.file_cache, self.ram_cache, self.config.committed)
+                    self._committed[namespace] = store
+        return store
+
+    def block_for_repository(self, repo_id: str):
+        return self.block_for_namespace(self.graveler.repository(repo_id).storage_namespace)
+
+    def default_namespace(self, repo_id: str) -> str:
+        """Where a repository created without a storage namespace keeps its data."""
+        return "local://" + str((self.config.storage_root / repo_id).resolve())
+
+    def close(self) -> None:
+        for store in list(self._committed.values()):
+            close = getattr(store, "close", None)
+            if close:
+                close()
+        close = getattr(self.file_cache, "close", None)
+        if close:
+            close()
+        self.database.close()

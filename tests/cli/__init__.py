@@ -1,0 +1,1 @@
+"""Tests of ``lakefuse.cli``: the ``lakefuse`` command line."""
