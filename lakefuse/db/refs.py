@@ -7,12 +7,26 @@ the other updates no row and gets ``ConcurrentUpdate`` - never a lost update.
 
 Deleting a branch or a repository also deletes the staged entries of its staging and sealed
 tokens (same database, same transaction).
+
+A staged write (``stage_on_branch``) checks the branch's state and upserts its rows in one
+transaction, so it is ordered against the seal of the token it writes to, across processes:
+
+- PostgreSQL: the check reads the branch row ``FOR SHARE``.  That lock conflicts with the
+  seal's ``SELECT ... FOR UPDATE`` and with the ``FOR NO KEY UPDATE`` lock of the
+  compare-and-swap's plain ``UPDATE`` (``FOR KEY SHARE`` would not stop the latter: a reset's
+  swap could then drop a token under a write still landing in it).  So a seal or swap waits
+  for the writes that passed the check, and a write arriving meanwhile waits for the seal and
+  then reads the new state (READ COMMITTED re-reads a row it waited for).
+- SQLite: write transactions are serialized by ``BEGIN IMMEDIATE``; check and write are in one.
+
+Deleting a repository locks its branch rows before deleting their staged rows, so a write in
+progress finishes first (and cannot leave rows behind, nor deadlock with the delete).
 """
 
 from __future__ import annotations
 
 import json
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from sqlalchemy import and_, delete, exists, insert, select, update
 from sqlalchemy.engine import Connection
@@ -20,8 +34,9 @@ from sqlalchemy.exc import IntegrityError
 
 from lakefuse.db import schema
 from lakefuse.db.database import Database
+from lakefuse.db.staging import key_bytes, staging_row, upsert_statement, write_rows
 from lakefuse.errors import AlreadyExists, ConcurrentUpdate, RefNotFound, RepositoryNotFound
-from lakefuse.graveler.model import BranchID, Commit, CommitID, RepositoryID, StagingToken, TagID
+from lakefuse.graveler.model import BranchID, Commit, CommitID, RepositoryID, StagingToken, TagID, ValueRecord
 from lakefuse.graveler.ports import Branch, Repository
 
 _repos = schema.repositories
@@ -115,6 +130,7 @@ class SqlRefStore:
 
     def __init__(self, database: Database):
         self._db = database
+        self._upsert = upsert_statement(database)
 
     # helpers ------------------------------------------------------------------------------
     @staticmethod
@@ -171,7 +187,9 @@ class SqlRefStore:
             self._require_repo(conn, repo_id)
             tokens: set[str] = set()
             for row in conn.execute(
-                select(_branches.c.staging_token, _branches.c.sealed_tokens).where(_branches.c.repo == repo_id)
+                select(_branches.c.staging_token, _branches.c.sealed_tokens)
+                .where(_branches.c.repo == repo_id)
+                .with_for_update()
             ):
                 tokens.add(row.staging_token)
                 tokens.update(json.loads(row.sealed_tokens))
@@ -288,6 +306,28 @@ class SqlRefStore:
             if not found:
                 raise self._missing_branch(conn, repo_id, branch_id)
         raise ConcurrentUpdate(f"branch {branch_id!r} of repository {repo_id!r} moved concurrently; retry")
+
+    def stage_on_branch(
+        self,
+        repo_id: RepositoryID,
+        branch_id: BranchID,
+        expected: Branch,
+        items: Iterable[tuple[bytes, ValueRecord | None]],
+    ) -> bool:
+        """See ``RefStore.stage_on_branch`` and the module docstring.  Rows are upserted in key
+        order, so two writers staging overlapping keys cannot deadlock on PostgreSQL."""
+        query = select(_branches.c.commit_id, _branches.c.staging_token, _branches.c.sealed_tokens).where(
+            _branches.c.repo == repo_id, _branches.c.name == branch_id
+        )
+        wanted = (expected.commit_id, expected.staging_token, encode_tokens(expected.sealed_tokens))
+        with self._db.write() as conn:
+            row = conn.execute(query.with_for_update(read=True)).one_or_none()  # FOR SHARE
+            if row is None or tuple(row) != wanted:
+                return False
+            latest = {key_bytes(key): value for key, value in items}
+            rows = [staging_row(expected.staging_token, key, latest[key]) for key in sorted(latest)]
+            write_rows(conn, self._upsert, rows)
+        return True
 
     # tags ---------------------------------------------------------------------------------
     def create_tag(self, repo_id: RepositoryID, tag_id: TagID, commit_id: CommitID, force: bool = False) -> None:

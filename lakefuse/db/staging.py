@@ -9,7 +9,7 @@ page its own short read transaction: memory stays bounded and no snapshot is hel
 
 from __future__ import annotations
 
-from itertools import islice
+from itertools import chain, islice
 from typing import Iterable, Iterator
 
 from sqlalchemy import delete, func, select
@@ -54,6 +54,29 @@ def staging_row(token: str, key, value: ValueRecord | None) -> dict:
     }
 
 
+def upsert_statement(database: Database):
+    """``INSERT ... ON CONFLICT (token, key) DO UPDATE`` of staging rows (see ``staging_row``)."""
+    upsert = database.insert(_staging)
+    return upsert.on_conflict_do_update(
+        index_elements=[_staging.c.token, _staging.c.key],
+        set_={
+            "identity": upsert.excluded.identity,
+            "value": upsert.excluded.value,
+            "is_tombstone": upsert.excluded.is_tombstone,
+        },
+    )
+
+
+def write_rows(conn, statement, rows: Iterable[dict]) -> None:
+    """Execute ``statement`` for ``rows`` in chunks of ``_WRITE_CHUNK`` (one transaction: the
+    caller's)."""
+    rows = iter(rows)
+    chunk = list(islice(rows, _WRITE_CHUNK))
+    while chunk:
+        conn.execute(statement, chunk)
+        chunk = list(islice(rows, _WRITE_CHUNK))
+
+
 def _value_of(key: bytes, identity, value, is_tombstone) -> ValueRecord | None:
     if is_tombstone:
         return None
@@ -68,15 +91,7 @@ class SqlStagingStore:
             raise InvalidArgument(f"staging page size must be >= 1, got {page_size}")
         self._db = database
         self.page_size = page_size
-        upsert = database.insert(_staging)
-        self._upsert = upsert.on_conflict_do_update(
-            index_elements=[_staging.c.token, _staging.c.key],
-            set_={
-                "identity": upsert.excluded.identity,
-                "value": upsert.excluded.value,
-                "is_tombstone": upsert.excluded.is_tombstone,
-            },
-        )
+        self._upsert = upsert_statement(database)
 
     def set(self, token: StagingToken, key: bytes, value: ValueRecord | None) -> None:
         row = staging_row(token, key, value)
@@ -90,10 +105,7 @@ class SqlStagingStore:
         if not first:
             return
         with self._db.write() as conn:
-            chunk = first
-            while chunk:
-                conn.execute(self._upsert, chunk)
-                chunk = list(islice(rows, _WRITE_CHUNK))
+            write_rows(conn, self._upsert, chain(first, rows))
 
     def get(self, token: StagingToken, key: bytes):
         key = key_bytes(key)

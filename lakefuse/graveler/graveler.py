@@ -12,13 +12,18 @@ Consistency rules (see each method):
 
 - A branch's visible content is its staging token, then its sealed tokens newest first, then
   its head commit.
-- Commit seals the staging token (writes that arrive from then on land in the new token), waits
-  for writes of this process that may still be landing in the sealed token, applies the sealed
-  tokens to the head's metarange, adds the commit and compare-and-swaps the branch.  A lost
-  race raises ``ConcurrentUpdate`` and the sealed changes stay visible and staged.
-- A staged write re-reads the branch after writing and repeats itself against the new state if
-  the branch moved meanwhile (a commit sealed the token it wrote to, or dropped tokens its
-  existence check read), so no write is ever lost and no delete misses its key.
+- A staged write reads the branch, computes its rows (a delete first checks that its key is
+  visible) and hands them to ``RefStore.stage_on_branch``, which writes them into the staging
+  token in the same transaction that checks the branch is still in the state read - ordered, in
+  the database, against seals and branch moves of every process.  If the branch moved, the
+  write is computed again against the new state.  So a write lands whole in a token that is
+  still the staging token, and a delete's existence check is still true when it lands.
+- Commit seals the staging token: once the seal returns, no write of any process lands in the
+  sealed token any more (writes arriving from then on go to the new token).  It then applies
+  the sealed tokens to the head's metarange, adds the commit and compare-and-swaps the branch.
+  Of two processes committing one branch at once the one that sealed last wins; the other
+  gets ``ConcurrentUpdate`` and its sealed changes, still visible, go into the winner's commit
+  (or stay staged for the next one).
 - Point reads and listing pages on a branch re-check the branch when their answer came from
   the committed layer and retry if a commit moved it (its staging rows may have been dropped
   under the read).
@@ -213,41 +218,6 @@ class _EffectiveChanges:
             yield key, staged
 
 
-class _InFlightWrites:
-    """Staged writes of this process in progress, per branch, so a commit can wait for the
-    ones that may still land in the token it just sealed."""
-
-    def __init__(self) -> None:
-        self._cv = threading.Condition()
-        self._active: dict[tuple[str, str], set[int]] = {}
-        self._next = 0
-
-    def begin(self, branch_key: tuple[str, str]) -> int:
-        with self._cv:
-            self._next += 1
-            self._active.setdefault(branch_key, set()).add(self._next)
-            return self._next
-
-    def end(self, branch_key: tuple[str, str], ticket: int) -> None:
-        with self._cv:
-            active = self._active.get(branch_key)
-            if active is not None:
-                active.discard(ticket)
-                if not active:
-                    del self._active[branch_key]
-            self._cv.notify_all()
-
-    def snapshot(self, branch_key: tuple[str, str]) -> set[int]:
-        with self._cv:
-            return set(self._active.get(branch_key, ()))
-
-    def wait(self, branch_key: tuple[str, str], tickets: set[int], timeout: float) -> None:
-        if not tickets:
-            return
-        with self._cv:
-            self._cv.wait_for(lambda: not (tickets & self._active.get(branch_key, set())), timeout=timeout)
-
-
 class Graveler:
     """The version-control core.  ``committed_for(storage_namespace)`` returns the
     ``CommittedStore`` of a namespace (called once per namespace, then cached)."""
@@ -263,7 +233,6 @@ class Graveler:
         commit_cache_size: int = 100_000,
         write_retries: int = 20,
         read_retries: int = 5,
-        inflight_wait_seconds: float = 30.0,
         repository_cache_seconds: float = 5.0,
     ):
         self.refs = refs
@@ -276,8 +245,6 @@ class Graveler:
         self._clock = clock
         self._write_retries = write_retries
         self._read_retries = read_retries
-        self._inflight = _InFlightWrites()
-        self._inflight_wait = inflight_wait_seconds
         self._repo_cache: dict[str, tuple[float, Repository]] = {}
         self._repo_cache_seconds = repository_cache_seconds
         #: ``(repository, view) -> [(path, bytes)]`` of the action files a hook event exposes
@@ -552,23 +519,28 @@ class Graveler:
     # ------------------------------------------------------------------------------------
     # staged writes
 
-    def _staged_write(self, repo_id: str, branch_id: str, write: Callable[[Repository, Branch], None]) -> None:
+    def _staged_write(
+        self, repo_id: str, branch_id: str, rows_for: Callable[[Repository, Branch], list[tuple[bytes, ValueRecord | None]]]
+    ) -> list[tuple[bytes, ValueRecord | None]]:
+        """Stage the rows ``rows_for(repo, branch)`` computes from the branch's state, checked
+        against that state in the write's transaction; computed again if the branch moved.
+        Returns the rows written."""
         repo = self._repo(repo_id)
-        branch_key = (repo_id, branch_id)
-        ticket = self._inflight.begin(branch_key)
-        try:
-            branch = self._writable_branch(repo, branch_id)
-            for _attempt in range(self._write_retries):
-                write(repo, branch)
-                current = self.refs.get_branch(repo.id, BranchID(branch_id))
-                if _same_state(current, branch):
-                    return
-                # a commit sealed the token (the write may have missed it) or dropped tokens the
-                # write's existence checks read: write again against the new state
-                branch = current
-        finally:
-            self._inflight.end(branch_key, ticket)
-        raise ConcurrentUpdate(f"branch {branch_id!r} of repository {repo_id!r} keeps moving; write not confirmed, retry")
+        branch = self._writable_branch(repo, branch_id)
+        for _attempt in range(self._write_retries):
+            rows = rows_for(repo, branch)
+            if rows:
+                if self.refs.stage_on_branch(repo.id, branch.id, branch, rows):
+                    return rows
+                branch = self.refs.get_branch(repo.id, BranchID(branch_id))
+                continue
+            # nothing to write: the existence checks hold if the tokens they read are still the
+            # branch's (a commit may have dropped one under them)
+            current = self.refs.get_branch(repo.id, BranchID(branch_id))
+            if _same_state(current, branch):
+                return rows
+            branch = current
+        raise ConcurrentUpdate(f"branch {branch_id!r} of repository {repo_id!r} keeps moving; nothing written, retry")
 
     def writable_branch(self, repo_id: str, ref: str) -> Branch:
         """The branch ``ref``; ``ReadOnly`` if it names a tag or commit, else ``RefNotFound``."""
@@ -592,16 +564,11 @@ class Graveler:
         """Stage the deletion of ``key``.  A key visible nowhere is left alone (no tombstone);
         returns whether something was deleted."""
         validate_key(key)
-        deleted = False
 
-        def write(repo: Repository, branch: Branch) -> None:
-            nonlocal deleted
-            if self._branch_view(repo, branch).get(key) is not None:
-                self.staging.set(branch.staging_token, key, None)
-                deleted = True  # sticky: a repeated attempt may find our own tombstone
+        def rows_for(repo: Repository, branch: Branch) -> list[tuple[bytes, ValueRecord | None]]:
+            return [(key, None)] if self._branch_view(repo, branch).get(key) is not None else []
 
-        self._staged_write(repo_id, branch_id, write)
-        return deleted
+        return bool(self._staged_write(repo_id, branch_id, rows_for))
 
     def stage(self, repo_id: str, branch_id: str, changes: Iterable[tuple[bytes, ValueRecord | None]]) -> None:
         """Stage several keys at once, all or nothing (``None`` deletes; deleting a key visible
@@ -617,17 +584,13 @@ class Graveler:
         if not items:
             return
 
-        def write(repo: Repository, branch: Branch) -> None:
-            rows = items
-            if any(record is None for _key, record in items):
-                view = self._branch_view(repo, branch)
-                rows = [(key, record) for key, record in items if record is not None or view.get(key) is not None]
-            if len(rows) == 1:
-                self.staging.set(branch.staging_token, rows[0][0], rows[0][1])
-            elif rows:
-                self.staging.set_many(branch.staging_token, rows)
+        def rows_for(repo: Repository, branch: Branch) -> list[tuple[bytes, ValueRecord | None]]:
+            if all(record is not None for _key, record in items):
+                return items
+            view = self._branch_view(repo, branch)
+            return [(key, record) for key, record in items if record is not None or view.get(key) is not None]
 
-        self._staged_write(repo_id, branch_id, write)
+        self._staged_write(repo_id, branch_id, rows_for)
 
     def reset(self, repo_id: str, branch_id: str, prefix: bytes | None = None) -> None:
         """Drop the staged changes of a branch: all of them (a fresh staging token), or only
@@ -720,7 +683,6 @@ class Graveler:
         metadata = dict(metadata or {})
         repo = self._repo(repo_id)
         store = self._store_of(repo)
-        branch_key = (repo_id, branch_id)
         branch = self.refs.get_branch(repo.id, BranchID(branch_id))
         if not allow_empty and all(
             self.staging.count(token) == 0 for token in (branch.staging_token, *branch.sealed_tokens)
@@ -728,7 +690,6 @@ class Graveler:
             raise NoChanges(f"nothing to commit on branch {branch_id!r} of repository {repo_id!r}")
 
         sealed = self.refs.seal_staging_token(repo.id, BranchID(branch_id), _new_token())
-        self._inflight.wait(branch_key, self._inflight.snapshot(branch_key), self._inflight_wait)
         head = self.commits.get(repo.id, sealed.commit_id)
         content = RefView(store, head.metarange_id, self.staging, sealed.sealed_tokens)
 
@@ -814,9 +775,7 @@ class Graveler:
         dirty = DirtyBranch(f"{what}: branch {branch_id!r} has uncommitted changes; commit or reset them first")
         if next(self._staged_vs_head(self._branch_view(repo, branch, head)), None) is not None:
             raise dirty
-        branch_key = (repo.id, branch_id)
         sealed = self.refs.seal_staging_token(repo.id, BranchID(branch_id), _new_token())
-        self._inflight.wait(branch_key, self._inflight.snapshot(branch_key), self._inflight_wait)
         head = self.commits.get(repo.id, sealed.commit_id)
         content = RefView(self._store_of(repo), head.metarange_id, self.staging, sealed.sealed_tokens)
         if next(self._staged_vs_head(content), None) is not None:

@@ -6,7 +6,8 @@ both): same errors, same orderings (code-point order of names, bytewise order of
 same way.  For fast unit tests of the core; nothing is persisted.
 
 ``MemoryRefStore(staging)`` deletes the staged entries of deleted branches and repositories
-from ``staging``, as the SQL store does in the same database.
+from ``staging``, as the SQL store does in the same database, and ``stage_on_branch`` writes
+into ``staging`` under the same lock as every branch move (without ``staging`` it cannot).
 """
 
 from __future__ import annotations
@@ -270,6 +271,28 @@ class MemoryRefStore:
                 staging_token=new.staging_token,
                 sealed_tokens=tuple(new.sealed_tokens),
             )
+
+    def stage_on_branch(
+        self,
+        repo_id: RepositoryID,
+        branch_id: BranchID,
+        expected: Branch,
+        items: Iterable[tuple[bytes, ValueRecord | None]],
+    ) -> bool:
+        """Check and write under the lock every branch move takes (see the port)."""
+        if self._staging is None:
+            raise InvalidArgument("this MemoryRefStore was created without a staging store: it cannot stage writes")
+        with self._lock:
+            state = self._repos.get(repo_id)
+            current = state.branches.get(branch_id) if state is not None else None
+            if current is None or (current.commit_id, current.staging_token, current.sealed_tokens) != (
+                expected.commit_id,
+                expected.staging_token,
+                tuple(expected.sealed_tokens),
+            ):
+                return False
+            self._staging.set_many(expected.staging_token, items)
+            return True
 
     # tags ---------------------------------------------------------------------------------
     def create_tag(self, repo_id: RepositoryID, tag_id: TagID, commit_id: CommitID, force: bool = False) -> None:

@@ -1,6 +1,7 @@
 """The narrow interfaces the Graveler core uses, and nothing else of its adapters.
 
-- ``RefStore``: repositories, branches, tags, commits (SQL: ``lakefuse.db.refs``).
+- ``RefStore``: repositories, branches, tags, commits, and the staged writes that must be
+  checked against a branch's state in the same transaction (SQL: ``lakefuse.db.refs``).
 - ``StagingStore``: the staged entries of staging tokens (SQL: ``lakefuse.db.staging``).
 - ``CommittedStore``: immutable ranges and metaranges (``lakefuse.graveler.committed``).
 
@@ -77,6 +78,22 @@ class RefStore(Protocol):
     def compare_and_swap_branch(self, repo_id: RepositoryID, branch_id: BranchID, expected: Branch, new: Branch) -> None:
         """Set the branch to ``new`` iff its stored state (commit, staging token, sealed tokens)
         equals ``expected``; else raise ConcurrentUpdate.  One transaction."""
+
+    def stage_on_branch(
+        self,
+        repo_id: RepositoryID,
+        branch_id: BranchID,
+        expected: Branch,
+        items: Iterable[tuple[bytes, ValueRecord | None]],
+    ) -> bool:
+        """Stage ``items`` (``None``: tombstone; a key given twice: the last one counts) into
+        ``expected.staging_token`` iff the branch is still exactly ``expected`` (commit, staging
+        token, sealed tokens); return whether it was.  Check and write are one transaction,
+        ordered against ``seal_staging_token`` and ``compare_and_swap_branch`` of every process:
+        once a seal returns, no write lands in the token it sealed any more.  ``items`` is read
+        only after the check passed.  False (nothing written) if the branch moved or is gone:
+        re-read it and retry.  No items: only the check.  The staged entries go to the
+        ``StagingStore`` sharing this store's database (SQL) or given to it (memory)."""
 
     # tags
     def create_tag(self, repo_id: RepositoryID, tag_id: TagID, commit_id: CommitID, force: bool = False) -> None: ...

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
-from lakefuse.errors import AlreadyExists, ConcurrentUpdate, RefNotFound, RepositoryNotFound
+from lakefuse.errors import AlreadyExists, ConcurrentUpdate, InvalidArgument, RefNotFound, RepositoryNotFound
 from lakefuse.graveler.model import Commit, ValueRecord
 from lakefuse.graveler.ports import Branch, Repository
 
@@ -174,6 +176,94 @@ def test_compare_and_swap_missing_branch(refs):
         refs.compare_and_swap_branch("repo", "nope", head, head)
     with pytest.raises(RepositoryNotFound):
         refs.compare_and_swap_branch("nope", "main", head, head)
+
+
+# staged writes checked against the branch ------------------------------------------------------
+def test_stage_on_branch_writes_into_the_staging_token(backend):
+    refs, staging = backend.refs, backend.staging
+    head = make_repo(refs)
+    items = [(b"b", ValueRecord(b"b", b"id1", b"v1")), (b"a", None), (b"b", ValueRecord(b"b", b"id2", b"v2"))]
+    assert refs.stage_on_branch("repo", "main", head, items) is True
+    assert list(staging.iterate(head.staging_token)) == [(b"a", None), (b"b", ValueRecord(b"b", b"id2", b"v2"))]
+    assert refs.stage_on_branch("repo", "main", head, []) is True  # only the check
+    assert staging.count(head.staging_token) == 2
+    assert refs.get_branch("repo", "main") == head  # staging does not move the branch
+
+
+def test_stage_on_branch_refuses_any_other_state(backend):
+    refs, staging = backend.refs, backend.staging
+    head = make_repo(refs)
+    sealed = refs.seal_staging_token("repo", "main", "t1")
+    stale_variants = [
+        head,  # the token it names was sealed
+        Branch("main", "c-other", sealed.staging_token, sealed.sealed_tokens),
+        Branch("main", sealed.commit_id, sealed.staging_token, ()),
+    ]
+    read = []
+
+    def items():
+        read.append(True)
+        yield b"k", ValueRecord(b"k", b"id", b"v")
+
+    for stale in stale_variants:
+        assert refs.stage_on_branch("repo", "main", stale, items()) is False
+    assert refs.stage_on_branch("repo", "nope", sealed, items()) is False  # gone: the caller re-reads
+    assert refs.stage_on_branch("nope", "main", sealed, items()) is False
+    assert read == []  # items are read only once the check passed
+    assert staging.count(head.staging_token) == 0 and staging.count("t1") == 0
+    assert refs.stage_on_branch("repo", "main", sealed, items()) is True
+    assert staging.get("t1", b"k") == ValueRecord(b"k", b"id", b"v")
+
+
+def test_stage_on_branch_is_all_or_nothing(backend):
+    refs, staging = backend.refs, backend.staging
+    head = make_repo(refs)
+    with pytest.raises(InvalidArgument):
+        refs.stage_on_branch("repo", "main", head, [(b"a", ValueRecord(b"a", b"i", b"v")), (b"b", "not a record")])
+    with pytest.raises(InvalidArgument):
+        refs.stage_on_branch("repo", "main", head, [(b"a", None), ("text key", None)])
+    assert staging.count(head.staging_token) == 0
+
+
+@pytest.mark.parametrize("mover", ["seal", "swap"])
+def test_branch_moves_wait_for_a_staged_write_in_progress(backend, mover):
+    """A write that passed its check holds the branch: a seal (commit) or a swap (reset) from
+    another connection waits until the write is in, so the token it seals or drops is complete."""
+    refs, staging = backend.refs, backend.staging
+    head = make_repo(refs)
+    checked, release = threading.Event(), threading.Event()
+    outcome = {}
+
+    def slow_items():
+        checked.set()
+        release.wait(10)
+        yield b"k", ValueRecord(b"k", b"id", b"v")
+
+    def write():
+        outcome["staged"] = refs.stage_on_branch("repo", "main", head, slow_items())
+
+    def move():
+        if mover == "seal":
+            refs.seal_staging_token("repo", "main", "t1")
+        else:
+            refs.compare_and_swap_branch("repo", "main", head, Branch("main", "c0", "t1", ()))
+        outcome["moved_with_row"] = staging.count(head.staging_token)
+
+    writer = threading.Thread(target=write)
+    mover_thread = threading.Thread(target=move)
+    try:
+        writer.start()
+        assert checked.wait(10)
+        mover_thread.start()
+        mover_thread.join(0.5)
+        assert mover_thread.is_alive(), f"the {mover} did not wait for the write in progress"
+    finally:
+        release.set()
+        writer.join(10)
+        mover_thread.join(10)
+    assert outcome == {"staged": True, "moved_with_row": 1}
+    assert refs.stage_on_branch("repo", "main", head, [(b"late", None)]) is False  # later writes see the move
+    assert staging.get(head.staging_token, b"late") is ...
 
 
 # tags -----------------------------------------------------------------------------------------

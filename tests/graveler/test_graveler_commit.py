@@ -300,8 +300,7 @@ def test_read_racing_a_commit_retries_instead_of_answering_stale(graveler_stores
             return self.inner.get(token, key)
 
     staging = RacingStaging(graveler_stores.staging)
-    # the racing commit runs inside a write of the same thread: do not wait for that write
-    graveler = Graveler(graveler_stores.refs, staging, committed_for, inflight_wait_seconds=0.05)
+    graveler = Graveler(graveler_stores.refs, staging, committed_for)
     graveler.create_repository("racy", namespace)
     graveler.set("racy", "main", rec("k", "A"))
     graveler.commit("racy", "main", "c1", "tester")
