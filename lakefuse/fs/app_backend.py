@@ -1,0 +1,123 @@
+"""``AppBackend``: the ``LakeBackend`` a real mount uses, over the composition root's
+``Catalog`` (objects, uploads, commits) and ``Graveler`` (repositories, refs).
+
+Owns the translation between the core's types and ``lakefuse.fs.backend``'s, and the choice of
+how object bytes are read: straight from the file for a ``local`` storage namespace,
+through the mount's ``BlockCache`` (with read-ahead) for anything remote.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+from typing import Mapping, Sequence
+
+from lakefuse.errors import ObjectNotFound, RepositoryNotFound
+from lakefuse.fs.backend import Change, ChangeKind, ListedItem, RefKind, ResolvedRef
+from lakefuse.fs.readers import BlockCache, LocalFileReader
+from lakefuse.graveler.model import Entry
+
+_KINDS = {"branch": RefKind.BRANCH, "tag": RefKind.TAG}
+_CHANGES = {"added": ChangeKind.ADDED, "changed": ChangeKind.CHANGED, "removed": ChangeKind.REMOVED}
+
+
+def _committer() -> str:
+    try:
+        return getpass.getuser() + " (lakefuse mount)"
+    except Exception:  # noqa: BLE001 - no user name in this environment
+        return f"uid {os.getuid()} (lakefuse mount)"
+
+
+class AppBackend:
+    def __init__(self, app, block_cache: BlockCache | None = None, committer: str | None = None):
+        self.app = app
+        self.catalog = app.catalog
+        self.graveler = app.graveler
+        self.block_cache = block_cache
+        self.committer = committer or _committer()
+
+    # refs ------------------------------------------------------------------------------
+
+    def list_repositories(self) -> list[str]:
+        return sorted(repo.id for repo in self.catalog.list_repositories())
+
+    def repository_exists(self, repo: str) -> bool:
+        try:
+            self.graveler.repository(repo)
+            return True
+        except RepositoryNotFound:
+            return False
+
+    def list_refs(self, repo: str) -> list[ResolvedRef]:
+        refs = [ResolvedRef(RefKind.BRANCH, b.id, b.commit_id) for b in self.catalog.list_branches(repo)]
+        refs += [ResolvedRef(RefKind.TAG, tag, commit_id) for tag, commit_id in self.catalog.list_tags(repo)]
+        return sorted(refs, key=lambda ref: ref.name)
+
+    def resolve_ref(self, repo: str, ref: str) -> ResolvedRef:
+        resolved = self.catalog.resolve(repo, ref)
+        kind = _KINDS.get(getattr(resolved.kind, "value", resolved.kind), RefKind.COMMIT)
+        commit = resolved.commit
+        return ResolvedRef(kind, ref, commit.id, int(commit.creation_date))
+
+    @staticmethod
+    def _ref(ref: ResolvedRef) -> str:
+        # a branch is read live (staging over its current head); anything else by commit ID
+        return ref.name if ref.is_branch else ref.commit_id
+
+    # objects ---------------------------------------------------------------------------
+
+    def get_entry(self, repo: str, ref: ResolvedRef, key: str) -> Entry | None:
+        try:
+            return self.catalog.stat(repo, self._ref(ref), key)
+        except ObjectNotFound:
+            return None
+
+    def list_entries(self, repo: str, ref: ResolvedRef, prefix: str, after: str = "", limit: int = 1000,
+                     delimiter: str = "/") -> list[ListedItem]:
+        listing = self.catalog.list_objects(repo, self._ref(ref), prefix=prefix, delimiter=delimiter,
+                                            after=after, limit=limit)
+        return [ListedItem(item.path, item.entry) for item in listing.items]
+
+    def upload_file(self, repo: str, branch: str, key: str, path: str, *, mtime: int,
+                    metadata: Mapping[str, str], content_type: str | None = None) -> Entry:
+        return self.catalog.upload_file(repo, branch, key, path, mtime=mtime, metadata=dict(metadata),
+                                        content_type=content_type)
+
+    def upload_stream(self, repo: str, branch: str, key: str, stream, *, mtime: int,
+                      metadata: Mapping[str, str], content_type: str | None = None) -> Entry:
+        return self.catalog.upload_stream(repo, branch, key, stream, mtime=mtime, metadata=dict(metadata),
+                                          content_type=content_type)
+
+    def stage_entries(self, repo: str, branch: str, items: Sequence[tuple[str, Entry | None]]) -> None:
+        self.catalog.stage_entries(repo, branch, items)
+
+    def commit(self, repo: str, branch: str, message: str) -> str:
+        return self.catalog.commit(repo, branch, message, self.committer).id
+
+    def branch_head(self, repo: str, branch: str) -> str:
+        return self.catalog.get_branch(repo, branch).commit_id
+
+    def list_changes(self, repo: str, branch: str, limit: int) -> list[Change]:
+        out = []
+        for diff in self.catalog.diff_uncommitted(repo, branch):
+            out.append(Change(_CHANGES[getattr(diff.type, "value", diff.type)], diff.path))
+            if len(out) >= limit:
+                break
+        return out
+
+    def open_reader(self, repo: str, entry: Entry):
+        if not entry.address_is_full:
+            block = self.catalog.repository_block(repo)
+            root = getattr(block, "root", None)
+            if root is not None and block.uri.startswith("local://"):
+                return LocalFileReader(os.path.join(root, entry.physical_address))
+            if self.block_cache is not None:
+                key = entry.physical_address
+                identity = f"{block.uri}/{key}#{entry.checksum}#{entry.size}"
+                return self.block_cache.open(identity, entry.size,
+                                             lambda offset, length: block.get_range(key, offset, length))
+        reader = self.catalog.open_entry(repo, entry)
+        if self.block_cache is None:
+            return reader
+        identity = f"{entry.physical_address}#{entry.checksum}#{entry.size}"
+        return self.block_cache.open(identity, entry.size, reader.read)

@@ -1,0 +1,131 @@
+"""The narrow interface ``lakefuse.fs`` needs from the rest of lakefuse, and nothing more.
+
+``LakeBackend`` is what a mounted filesystem asks of the core: list repositories and refs,
+resolve a ref expression, stat and list the objects of a ref (staged + committed for a branch),
+upload a local file into a branch, stage entries (renames, deletions, metadata changes), commit,
+list uncommitted changes, and open an object's data for reading.
+
+Two implementations: ``lakefuse.fs.memory.MemoryBackend`` (a small in-memory twin for unit tests
+without a kernel or a database) and ``lakefuse.fs.app_backend.AppBackend`` (the real core through
+the composition root ``lakefuse.app``).  Every method is synchronous, may block (database,
+object storage), must be thread-safe, and raises only ``lakefuse.errors`` exceptions.
+
+Keys are ``str`` object paths (UTF-8 in the core); a key ending in ``/`` is a directory marker.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Iterable, Mapping, Protocol, Sequence
+
+from lakefuse.graveler.model import Entry
+
+
+class RefKind(str, enum.Enum):
+    BRANCH = "branch"
+    TAG = "tag"
+    COMMIT = "commit"  # a commit ID, a unique prefix of one, or any ref expression
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedRef:
+    """What a name under a repository directory points at."""
+
+    kind: RefKind
+    name: str  # as looked up: branch or tag name, ref expression or commit ID
+    commit_id: str  # for a branch: its head when resolved
+    commit_time: int = 0  # creation date of that commit (seconds since the epoch)
+
+    @property
+    def is_branch(self) -> bool:
+        return self.kind is RefKind.BRANCH
+
+
+@dataclass(frozen=True, slots=True)
+class ListedItem:
+    """One row of a listing: an object (``entry``) or a common prefix (``entry is None``,
+    ``key`` ends with the delimiter)."""
+
+    key: str
+    entry: Entry | None
+
+
+class ChangeKind(str, enum.Enum):
+    ADDED = "+"
+    CHANGED = "~"
+    REMOVED = "-"
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    kind: ChangeKind
+    key: str
+
+
+class DataReader(Protocol):
+    """Random access to one immutable object's bytes; thread-safe."""
+
+    def read(self, offset: int, size: int) -> bytes:
+        """Up to ``size`` bytes at ``offset`` (short only at the end of the object)."""
+
+    def close(self) -> None: ...
+
+
+class LakeBackend(Protocol):
+    def list_repositories(self) -> list[str]: ...
+
+    def repository_exists(self, repo: str) -> bool: ...
+
+    def list_refs(self, repo: str) -> list[ResolvedRef]:
+        """Every branch and tag of the repository (``commit_time`` may be 0: unknown).
+        Raises RepositoryNotFound."""
+
+    def resolve_ref(self, repo: str, ref: str) -> ResolvedRef:
+        """A branch, a tag, a commit ID (or unique prefix) or a ref expression (``main~2``).
+        Raises RepositoryNotFound, RefNotFound, AmbiguousRef, InvalidArgument."""
+
+    def get_entry(self, repo: str, ref: ResolvedRef, key: str) -> Entry | None:
+        """The object at ``key``; for a branch the live state (staging over its head)."""
+
+    def list_entries(self, repo: str, ref: ResolvedRef, prefix: str, after: str = "", limit: int = 1000,
+                     delimiter: str = "/") -> list[ListedItem]:
+        """Up to ``limit`` items with key starting with ``prefix`` and greater than ``after``,
+        in key order.  With a delimiter, keys with a delimiter after the prefix collapse into
+        one common prefix (``prefix + part + delimiter``); ``after`` may be such a prefix, then
+        everything under it is skipped.  ``delimiter=""`` lists recursively."""
+
+    def upload_file(self, repo: str, branch: str, key: str, path: str, *, mtime: int,
+                    metadata: Mapping[str, str], content_type: str | None = None) -> Entry:
+        """Store the local file's bytes as a new object and stage it at ``key``; the entry."""
+
+    # optional: a backend with ``upload_stream`` gets big sequential writes streamed while they
+    # are written (see ``lakefuse.fs.spool.TailUpload``)
+    def upload_stream(self, repo: str, branch: str, key: str, stream, *, mtime: int,
+                      metadata: Mapping[str, str], content_type: str | None = None) -> Entry:
+        """Like ``upload_file``, reading a binary stream (``read(n)``) until it returns b""."""
+
+    def stage_entries(self, repo: str, branch: str, items: Sequence[tuple[str, Entry | None]]) -> None:
+        """Stage entries (``None`` deletes) in one transaction: all or nothing."""
+
+    def commit(self, repo: str, branch: str, message: str) -> str:
+        """Commit the branch's staged changes; the new commit ID.  NoChanges if none."""
+
+    def branch_head(self, repo: str, branch: str) -> str: ...
+
+    def list_changes(self, repo: str, branch: str, limit: int) -> list[Change]:
+        """Uncommitted changes of the branch, in key order, at most ``limit``."""
+
+    def open_reader(self, repo: str, entry: Entry) -> DataReader: ...
+
+
+def iter_listing(backend: LakeBackend, repo: str, ref: ResolvedRef, prefix: str, *, delimiter: str = "/",
+                 page: int = 1000) -> Iterable[ListedItem]:
+    """Every item of a listing, fetched ``page`` at a time."""
+    after = ""
+    while True:
+        items = backend.list_entries(repo, ref, prefix, after=after, limit=page, delimiter=delimiter)
+        yield from items
+        if len(items) < page:
+            return
+        after = items[-1].key

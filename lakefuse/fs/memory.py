@@ -1,0 +1,351 @@
+"""``MemoryBackend``: an in-memory twin of ``LakeBackend`` for tests of ``lakefuse.fs`` (and a
+kernel mount) without a database or object storage.
+
+It implements the lakeFS model just far enough: repositories, branches with a staging area,
+tags, commits with parents, ref expressions (``~N``, ``^N``, commit ID prefixes), listings with
+prefix / delimiter / after served from sorted key lists (bisect, no full scans), uncommitted
+changes, and object bytes kept in a dict.  ``calls`` counts every method call by name so tests
+can assert how much work an operation did.
+"""
+
+from __future__ import annotations
+
+import bisect
+import collections
+import hashlib
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+from lakefuse.errors import (
+    AlreadyExists,
+    AmbiguousRef,
+    InvalidArgument,
+    NoChanges,
+    ObjectNotFound,
+    RefNotFound,
+    RepositoryNotFound,
+)
+from lakefuse.fs.backend import Change, ChangeKind, ListedItem, RefKind, ResolvedRef
+from lakefuse.graveler.model import Entry
+
+_EXPR_RE = re.compile(r"^(?P<base>[^~^]+)(?P<ops>(?:[~^]\d*)*)$")
+_OP_RE = re.compile(r"([~^])(\d*)")
+
+
+@dataclass
+class _Commit:
+    id: str
+    parents: tuple[str, ...]
+    message: str
+    creation_date: int
+    tree: dict[str, Entry]
+    keys: list[str]  # sorted keys of tree
+
+
+@dataclass
+class _Branch:
+    head: str
+    staging: dict[str, Entry | None] = field(default_factory=dict)
+    view: dict[str, Entry] | None = None  # materialised staging-over-head, rebuilt lazily
+    view_keys: list[str] | None = None
+
+
+@dataclass
+class _Repo:
+    name: str
+    default_branch: str
+    commits: dict[str, _Commit] = field(default_factory=dict)
+    branches: dict[str, _Branch] = field(default_factory=dict)
+    tags: dict[str, str] = field(default_factory=dict)
+
+
+class BytesReader:
+    def __init__(self, data: bytes):
+        self._data = data
+
+    def read(self, offset: int, size: int) -> bytes:
+        return self._data[offset:offset + size]
+
+    def close(self) -> None:
+        pass
+
+
+class MemoryBackend:
+    """Thread-safe (one lock); see the module docstring."""
+
+    def __init__(self):
+        self._lock = threading.RLock()
+        self._repos: dict[str, _Repo] = {}
+        self._objects: dict[str, bytes] = {}
+        self._counter = 0
+        self.calls: collections.Counter[str] = collections.Counter()
+
+    # ------------------------------------------------------------------ test helpers
+
+    def create_repository(self, repo: str, default_branch: str = "main") -> str:
+        with self._lock:
+            if repo in self._repos:
+                raise AlreadyExists(f"repository {repo!r} already exists")
+            r = _Repo(repo, default_branch)
+            initial = self._new_commit(r, (), "Repository created", {})
+            r.branches[default_branch] = _Branch(head=initial.id)
+            self._repos[repo] = r
+            return initial.id
+
+    def create_branch(self, repo: str, branch: str, source: str) -> None:
+        with self._lock:
+            r = self._repo(repo)
+            if branch in r.branches or branch in r.tags:
+                raise AlreadyExists(f"ref {branch!r} already exists")
+            r.branches[branch] = _Branch(head=self._resolve(r, source).commit_id)
+
+    def create_tag(self, repo: str, tag: str, ref: str) -> None:
+        with self._lock:
+            r = self._repo(repo)
+            if tag in r.tags or tag in r.branches:
+                raise AlreadyExists(f"ref {tag!r} already exists")
+            r.tags[tag] = self._resolve(r, ref).commit_id
+
+    def put_object(self, repo: str, branch: str, key: str, data: bytes, *, mtime: int | None = None,
+                   metadata: Mapping[str, str] | None = None) -> Entry:
+        entry = self._store(data, mtime if mtime is not None else int(time.time()), metadata or {}, None)
+        self.stage_entries(repo, branch, [(key, entry)])
+        return entry
+
+    def put_entries(self, repo: str, branch: str, items: Sequence[tuple[str, bytes]]) -> None:
+        """Stage many small objects at once (test setup of large directories)."""
+        now = int(time.time())
+        self.stage_entries(repo, branch, [(key, self._store(data, now, {}, None)) for key, data in items])
+
+    def object_bytes(self, entry: Entry) -> bytes:
+        return self._objects[entry.physical_address]
+
+    # ------------------------------------------------------------------ LakeBackend
+
+    def list_repositories(self) -> list[str]:
+        self.calls["list_repositories"] += 1
+        with self._lock:
+            return sorted(self._repos)
+
+    def repository_exists(self, repo: str) -> bool:
+        self.calls["repository_exists"] += 1
+        return repo in self._repos
+
+    def list_refs(self, repo: str) -> list[ResolvedRef]:
+        self.calls["list_refs"] += 1
+        with self._lock:
+            r = self._repo(repo)
+            refs = [ResolvedRef(RefKind.BRANCH, name, b.head) for name, b in r.branches.items()]
+            refs += [ResolvedRef(RefKind.TAG, name, cid) for name, cid in r.tags.items()]
+            return sorted(refs, key=lambda ref: ref.name)
+
+    def resolve_ref(self, repo: str, ref: str) -> ResolvedRef:
+        self.calls["resolve_ref"] += 1
+        with self._lock:
+            return self._resolve(self._repo(repo), ref)
+
+    def get_entry(self, repo: str, ref: ResolvedRef, key: str) -> Entry | None:
+        self.calls["get_entry"] += 1
+        with self._lock:
+            tree, _ = self._view(self._repo(repo), ref)
+            return tree.get(key)
+
+    def list_entries(self, repo: str, ref: ResolvedRef, prefix: str, after: str = "", limit: int = 1000,
+                     delimiter: str = "/") -> list[ListedItem]:
+        self.calls["list_entries"] += 1
+        with self._lock:
+            tree, keys = self._view(self._repo(repo), ref)
+            out: list[ListedItem] = []
+            start = max(prefix, after)
+            i = bisect.bisect_left(keys, start)
+            if i < len(keys) and keys[i] == after:
+                i += 1
+            if after.startswith(prefix) and delimiter and after.endswith(delimiter) and len(after) > len(prefix):
+                i = bisect.bisect_left(keys, after[:-1] + chr(ord(delimiter) + 1))
+            while i < len(keys) and len(out) < limit:
+                key = keys[i]
+                if not key.startswith(prefix):
+                    break
+                cut = key.find(delimiter, len(prefix)) if delimiter else -1
+                if cut >= 0:
+                    common = key[:cut + 1]
+                    out.append(ListedItem(common, None))
+                    i = bisect.bisect_left(keys, key[:cut] + chr(ord(delimiter) + 1), i)
+                else:
+                    out.append(ListedItem(key, tree[key]))
+                    i += 1
+            return out
+
+    def upload_file(self, repo: str, branch: str, key: str, path: str, *, mtime: int,
+                    metadata: Mapping[str, str], content_type: str | None = None) -> Entry:
+        self.calls["upload_file"] += 1
+        with open(path, "rb") as f:
+            data = f.read()
+        entry = self._store(data, mtime, metadata, content_type)
+        self.stage_entries(repo, branch, [(key, entry)])
+        return entry
+
+    def upload_stream(self, repo: str, branch: str, key: str, stream, *, mtime: int,
+                      metadata: Mapping[str, str], content_type: str | None = None) -> Entry:
+        self.calls["upload_stream"] += 1
+        self._branch(self._repo(repo), branch)
+        chunks = []
+        while True:
+            chunk = stream.read(1 << 20)
+            if not chunk:
+                break
+            chunks.append(chunk)
+        entry = self._store(b"".join(chunks), mtime, metadata, content_type)
+        self.stage_entries(repo, branch, [(key, entry)])
+        return entry
+
+    def stage_entries(self, repo: str, branch: str, items: Sequence[tuple[str, Entry | None]]) -> None:
+        self.calls["stage_entries"] += 1
+        with self._lock:
+            b = self._branch(self._repo(repo), branch)
+            for key, entry in items:
+                if not key or key.startswith("/"):
+                    raise InvalidArgument(f"invalid key {key!r}")
+                b.staging[key] = entry
+            b.view = b.view_keys = None
+
+    def commit(self, repo: str, branch: str, message: str) -> str:
+        self.calls["commit"] += 1
+        with self._lock:
+            r = self._repo(repo)
+            b = self._branch(r, branch)
+            head = r.commits[b.head]
+            changes = {k: v for k, v in b.staging.items() if head.tree.get(k) != v}
+            if not changes:
+                raise NoChanges(f"no changes to commit on branch {branch!r}")
+            tree = dict(head.tree)
+            for key, entry in changes.items():
+                if entry is None:
+                    tree.pop(key, None)
+                else:
+                    tree[key] = entry
+            c = self._new_commit(r, (head.id,), message, tree)
+            b.head, b.staging, b.view, b.view_keys = c.id, {}, None, None
+            return c.id
+
+    def branch_head(self, repo: str, branch: str) -> str:
+        self.calls["branch_head"] += 1
+        with self._lock:
+            return self._branch(self._repo(repo), branch).head
+
+    def list_changes(self, repo: str, branch: str, limit: int) -> list[Change]:
+        self.calls["list_changes"] += 1
+        with self._lock:
+            r = self._repo(repo)
+            b = self._branch(r, branch)
+            head = r.commits[b.head].tree
+            out = []
+            for key in sorted(b.staging):
+                entry, old = b.staging[key], head.get(key)
+                if entry is None and old is not None:
+                    out.append(Change(ChangeKind.REMOVED, key))
+                elif entry is not None and old is None:
+                    out.append(Change(ChangeKind.ADDED, key))
+                elif entry is not None and entry != old:
+                    out.append(Change(ChangeKind.CHANGED, key))
+                if len(out) >= limit:
+                    break
+            return out
+
+    def open_reader(self, repo: str, entry: Entry) -> BytesReader:
+        self.calls["open_reader"] += 1
+        try:
+            return BytesReader(self._objects[entry.physical_address])
+        except KeyError:
+            raise ObjectNotFound(f"object data not found: {entry.physical_address}") from None
+
+    # ------------------------------------------------------------------ internals
+
+    def _repo(self, repo: str) -> _Repo:
+        try:
+            return self._repos[repo]
+        except KeyError:
+            raise RepositoryNotFound(f"repository {repo!r} not found") from None
+
+    @staticmethod
+    def _branch(r: _Repo, branch: str) -> _Branch:
+        try:
+            return r.branches[branch]
+        except KeyError:
+            raise RefNotFound(f"branch {branch!r} not found in repository {r.name!r}") from None
+
+    def _store(self, data: bytes, mtime: int, metadata: Mapping[str, str], content_type: str | None) -> Entry:
+        with self._lock:
+            self._counter += 1
+            address = f"data/{self._counter:08d}"
+            self._objects[address] = bytes(data)
+        return Entry(physical_address=address, size=len(data), mtime=int(mtime),
+                     checksum=hashlib.sha256(data).hexdigest(),
+                     content_type=content_type or "application/octet-stream", metadata=dict(metadata))
+
+    def _new_commit(self, r: _Repo, parents: tuple[str, ...], message: str, tree: dict[str, Entry]) -> _Commit:
+        self._counter += 1
+        cid = hashlib.sha256(f"{r.name}/{self._counter}/{message}".encode()).hexdigest()
+        c = _Commit(cid, parents, message, int(time.time()), tree, sorted(tree))
+        r.commits[cid] = c
+        return c
+
+    def _view(self, r: _Repo, ref: ResolvedRef) -> tuple[dict[str, Entry], list[str]]:
+        if ref.kind is RefKind.BRANCH:
+            b = self._branch(r, ref.name)
+            if b.view is None:
+                tree = dict(r.commits[b.head].tree)
+                for key, entry in b.staging.items():
+                    if entry is None:
+                        tree.pop(key, None)
+                    else:
+                        tree[key] = entry
+                b.view, b.view_keys = tree, sorted(tree)
+            return b.view, b.view_keys
+        c = r.commits.get(ref.commit_id)
+        if c is None:
+            raise RefNotFound(f"commit {ref.commit_id!r} not found")
+        return c.tree, c.keys
+
+    def _resolve(self, r: _Repo, ref: str) -> ResolvedRef:
+        if ref in r.branches:
+            head = r.commits[r.branches[ref].head]
+            return ResolvedRef(RefKind.BRANCH, ref, head.id, head.creation_date)
+        if ref in r.tags:
+            c = r.commits[r.tags[ref]]
+            return ResolvedRef(RefKind.TAG, ref, c.id, c.creation_date)
+        m = _EXPR_RE.match(ref)
+        if not m:
+            raise RefNotFound(f"ref {ref!r} not found in repository {r.name!r}")
+        base = m.group("base")
+        if base in r.branches:
+            cid = r.branches[base].head
+        elif base in r.tags:
+            cid = r.tags[base]
+        elif re.fullmatch(r"[0-9a-f]{4,64}", base):
+            matches = [c for c in r.commits if c.startswith(base)]
+            if not matches:
+                raise RefNotFound(f"ref {ref!r} not found in repository {r.name!r}")
+            if len(matches) > 1:
+                raise AmbiguousRef(f"commit prefix {base!r} is ambiguous", candidates=matches)
+            cid = matches[0]
+        else:
+            raise RefNotFound(f"ref {ref!r} not found in repository {r.name!r}")
+        for op, num in _OP_RE.findall(m.group("ops")):
+            n = int(num) if num else 1
+            if op == "~":
+                for _ in range(n):
+                    parents = r.commits[cid].parents
+                    if not parents:
+                        raise RefNotFound(f"ref {ref!r}: commit has no parent")
+                    cid = parents[0]
+            elif n:
+                parents = r.commits[cid].parents
+                if len(parents) < n:
+                    raise RefNotFound(f"ref {ref!r}: commit has no parent number {n}")
+                cid = parents[n - 1]
+        c = r.commits[cid]
+        return ResolvedRef(RefKind.COMMIT, ref, cid, c.creation_date)

@@ -1,0 +1,149 @@
+"""The inode table of a mount: what each inode number the kernel holds stands for.
+
+Owns ``Node`` (one inode: a listing of repositories, a repository, a directory or file of a
+ref's tree, the control directory or one of its files), the lookup counts the kernel's
+``lookup``/``forget`` protocol maintains, and the index (what -> inode) that keeps one inode
+per path while the kernel knows it.  A node leaves the table when the kernel has forgotten it
+and no file handle uses it.
+"""
+
+from __future__ import annotations
+
+import enum
+import errno
+import threading
+from typing import Callable, Hashable
+
+ROOT_INODE = 1
+
+
+class NodeKind(enum.Enum):
+    REPOSITORIES = "repositories"  # lists repositories
+    REPOSITORY = "repository"  # lists branches and tags
+    DIR = "dir"  # a directory of a ref's tree (path '' = the ref itself)
+    FILE = "file"
+    CONTROL_DIR = "control-dir"  # <branch>/.lakefuse
+    CONTROL_FILE = "control-file"  # <branch>/.lakefuse/{commit,head,status}
+
+    @property
+    def is_dir(self) -> bool:
+        return self is not NodeKind.FILE and self is not NodeKind.CONTROL_FILE
+
+
+class Node:
+    __slots__ = ("ino", "kind", "key", "repo", "tree", "path", "lookups", "stat", "expires",
+                 "open_file", "attached", "entry_timeout", "name", "cache_id")
+
+    def __init__(self, ino: int, kind: NodeKind, key: Hashable, *, repo=None, tree=None, path: str = "",
+                 stat=None, expires: float = 0.0, entry_timeout: float | None = None, name: str = ""):
+        self.ino = ino
+        self.kind = kind
+        self.key = key
+        self.repo = repo
+        self.tree = tree
+        self.path = path
+        self.lookups = 0
+        self.stat = stat  # PathStat of a tree node
+        self.expires = expires  # monotonic time until which ``stat`` is trusted
+        self.open_file = None  # OpenFile while handles are open
+        self.attached = True  # still the node of ``key`` (false once unlinked or replaced)
+        self.entry_timeout = entry_timeout  # overrides the tree's timeout for this name
+        self.name = name
+        self.cache_id = None  # identity of the object whose pages the kernel may have cached
+
+    def __repr__(self) -> str:
+        return f"Node({self.ino}, {self.kind.value}, {self.key!r}, lookups={self.lookups})"
+
+
+class InodeTable:
+    """Thread-safe (one re-entrant lock, ``lock``, which callers may hold across several calls)."""
+
+    def __init__(self):
+        self.lock = threading.RLock()
+        self._nodes: dict[int, Node] = {}
+        self._index: dict[Hashable, Node] = {}
+        self._next_ino = ROOT_INODE + 1
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+    def set_root(self, node: Node) -> None:
+        with self.lock:
+            self._nodes[ROOT_INODE] = node
+            self._index[node.key] = node
+
+    def get(self, ino: int) -> Node:
+        node = self._nodes.get(ino)
+        if node is None:
+            raise OSError(errno.ESTALE, f"unknown inode {ino}")
+        return node
+
+    def find(self, key: Hashable) -> Node | None:
+        return self._index.get(key)
+
+    def nodes(self) -> list[Node]:
+        with self.lock:
+            return list(self._nodes.values())
+
+    def child(self, key: Hashable, kind: NodeKind, make: Callable[[int], Node]) -> Node:
+        """The node of ``key`` if it exists with this kind, else a new one from ``make(ino)``
+        (which replaces any node of another kind at that key)."""
+        with self.lock:
+            node = self._index.get(key)
+            if node is not None and node.kind is kind:
+                return node
+            if node is not None:
+                self.detach(node)
+            node = make(self._next_ino)
+            self._next_ino += 1
+            self._nodes[node.ino] = node
+            self._index[key] = node
+            return node
+
+    def detach(self, node: Node) -> None:
+        """``node`` no longer stands for its key (unlinked, replaced); it stays in the table
+        until forgotten."""
+        with self.lock:
+            if self._index.get(node.key) is node:
+                del self._index[node.key]
+            node.attached = False
+            self.drop_if_unused(node)
+
+    def rekey(self, node: Node, new_key: Hashable) -> Node | None:
+        """Move ``node`` to ``new_key``; returns the node that was there (now detached)."""
+        with self.lock:
+            if self._index.get(node.key) is node:
+                del self._index[node.key]
+            replaced = self._index.get(new_key)
+            if replaced is not None and replaced is not node:
+                replaced.attached = False
+                self.drop_if_unused(replaced)
+            node.key = new_key
+            node.attached = True
+            self._index[new_key] = node
+            return replaced
+
+    def add_lookup(self, node: Node, count: int = 1) -> None:
+        with self.lock:
+            node.lookups += count
+            if self._nodes.get(node.ino) is not node:  # dropped meanwhile: bring it back
+                self._nodes[node.ino] = node
+                if node.attached and node.key not in self._index:
+                    self._index[node.key] = node
+
+    def forget(self, ino: int, count: int) -> None:
+        with self.lock:
+            node = self._nodes.get(ino)
+            if node is None or ino == ROOT_INODE:
+                return
+            node.lookups = max(0, node.lookups - count)
+            self.drop_if_unused(node)
+
+    def drop_if_unused(self, node: Node) -> None:
+        with self.lock:
+            if node.ino == ROOT_INODE or node.lookups > 0 or node.open_file is not None:
+                return
+            if self._nodes.get(node.ino) is node:
+                del self._nodes[node.ino]
+            if self._index.get(node.key) is node:
+                del self._index[node.key]

@@ -1,0 +1,201 @@
+"""One ref seen as a directory tree: object keys split on ``/`` into directories and files.
+
+Owns the mapping path <-> key (a directory ``a/b`` is every key under ``a/b/``, plus the
+zero-size marker object ``a/b/`` that ``mkdir`` creates so an empty directory persists), which
+names a listing may show, and the metadata cache of the ref: ``stat`` results and the stats
+that listings bring along, kept ``ttl`` seconds on a branch (another writer's change shows
+within about that long) and until evicted on a tag or commit (immutable).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+
+import cachetools
+
+from lakefuse.errors import InvalidName, NameTooLong
+from lakefuse.fs.backend import LakeBackend, ResolvedRef
+from lakefuse.graveler.model import Entry
+
+MAX_NAME_BYTES = 255
+PREFETCH_ENTRIES = 1000
+CONTROL_DIR_NAME = ".lakefuse"
+
+
+@dataclass(frozen=True, slots=True)
+class PathStat:
+    """A path of a tree: a file (``entry`` is its object; None while a new file is not
+    uploaded yet) or a directory (``entry`` is its marker object, None if implied by keys or
+    not known from a listing)."""
+
+    is_dir: bool
+    entry: Entry | None
+
+
+ROOT_STAT = PathStat(True, None)
+
+
+def check_name(name: str) -> str:
+    """A single path component a tree may hold (the kernel never passes '/', '.' or '..')."""
+    if len(name.encode("utf-8", "surrogateescape")) > MAX_NAME_BYTES:
+        raise NameTooLong(f"name longer than {MAX_NAME_BYTES} bytes: {name[:40]}...")
+    if not name or "/" in name or "\0" in name or name in (".", ".."):
+        raise InvalidName(f"invalid file name {name!r}")
+    return name
+
+
+def join(path: str, name: str) -> str:
+    return f"{path}/{name}" if path else name
+
+
+def dir_prefix(path: str) -> str:
+    """The key prefix of the objects inside directory ``path`` ('' for the tree root)."""
+    return f"{path}/" if path else ""
+
+
+def displayable(name: str) -> bool:
+    """Whether a name taken from a key can be shown as a directory entry."""
+    return bool(name) and name not in (".", "..") and len(name.encode("utf-8", "surrogateescape")) <= MAX_NAME_BYTES
+
+
+class Tree:
+    """The tree of one ref of one repository; thread-safe."""
+
+    def __init__(self, backend: LakeBackend, repo: str, ref: ResolvedRef, *, writable: bool,
+                 ttl: float | None, cache_entries: int = 200_000):
+        self.backend = backend
+        self.repo = repo
+        self.ref = ref
+        self.writable = writable
+        self.ttl = ttl  # None: immutable, cached until evicted
+        self.key = (repo, ref.kind.value, ref.name, None if ref.is_branch else ref.commit_id)
+        self._cache: cachetools.LRUCache = cachetools.LRUCache(maxsize=cache_entries)
+        self._lock = threading.Lock()
+        self._last_miss_dir: str | None = None  # see stat(): sibling prefetch
+        #: result of the last commit through the control file: ("ok", commit_id) or ("error", text)
+        self.last_commit: tuple[str, str] | None = None
+
+    def __repr__(self) -> str:
+        return f"Tree({self.repo}/{self.ref.name})"
+
+    @property
+    def branch(self) -> str:
+        return self.ref.name
+
+    @property
+    def is_branch(self) -> bool:
+        return self.ref.is_branch
+
+    # ------------------------------------------------------------------ metadata cache
+
+    def _expiry(self) -> float:
+        return float("inf") if self.ttl is None else time.monotonic() + self.ttl
+
+    def cached(self, path: str) -> tuple[PathStat | None, float] | None:
+        """``(stat_or_None, expires)`` if known and fresh, else None."""
+        with self._lock:
+            hit = self._cache.get(path)
+        if hit is not None and hit[1] > time.monotonic():
+            return hit
+        return None
+
+    def remember(self, path: str, stat: PathStat | None) -> float:
+        expires = self._expiry()
+        with self._lock:
+            self._cache[path] = (stat, expires)
+        return expires
+
+    def forget(self, path: str) -> None:
+        with self._lock:
+            self._cache.pop(path, None)
+
+    def forget_all(self) -> None:
+        with self._lock:
+            self._cache.clear()
+
+    # ------------------------------------------------------------------ reads
+
+    def stat(self, path: str) -> tuple[PathStat | None, float]:
+        """What ``path`` is (None: nothing) and until when that answer may be cached.
+
+        The second cache miss in a row in one directory (``stat`` of many files, ``ls -l``
+        after the kernel forgot the entries) fetches a page of the directory from ``path`` on
+        instead of the one object, so the next lookups are answered from memory."""
+        if path == "":
+            return ROOT_STAT, self._expiry()
+        hit = self.cached(path)
+        if hit is not None:
+            return hit
+        parent = path.rpartition("/")[0]
+        sequential = self._last_miss_dir == parent
+        self._last_miss_dir = parent
+        if sequential:
+            found = self._prefetch_from(parent, path)
+            if found is not None:
+                return found
+        entry = self.backend.get_entry(self.repo, self.ref, path)
+        if entry is not None:
+            stat = PathStat(False, entry)
+        else:
+            prefix = dir_prefix(path)
+            items = self.backend.list_entries(self.repo, self.ref, prefix, limit=1)
+            if items:
+                first = items[0]
+                stat = PathStat(True, first.entry if first.key == prefix else None)
+            else:
+                stat = None
+        return stat, self.remember(path, stat)
+
+    def _prefetch_from(self, parent: str, path: str) -> tuple[PathStat | None, float] | None:
+        """List directory ``parent`` from ``path`` on (remembering what it finds); what
+        ``path`` is, or None if the page did not reach it."""
+        page, last, exhausted = self.list_dir(parent, path[:-1], PREFETCH_ENTRIES)
+        if not exhausted and last < path:
+            return None
+        name = path.rpartition("/")[2]
+        for child_name, _key, stat in page:
+            if child_name == name:
+                return self.cached(path) or (stat, self._expiry())
+        return None, self.remember(path, None)
+
+    def list_dir(self, path: str, after: str, limit: int) -> tuple[list[tuple[str, str, PathStat]], str, bool]:
+        """A page of directory ``path`` after key ``after``: ``([(name, key, stat)], last_key,
+        exhausted)``; ``last_key`` is where the next page starts (``after`` if none).  Names
+        that cannot be directory entries are skipped, and so is the control directory's name
+        at a branch's root; the stats are remembered."""
+        prefix = dir_prefix(path)
+        items = self.backend.list_entries(self.repo, self.ref, prefix, after=after, limit=limit)
+        out = []
+        expires = self._expiry()
+        now = time.monotonic()
+        hide_control = self.is_branch and path == ""
+        with self._lock:
+            for item in items:
+                rest = item.key[len(prefix):]
+                if item.entry is None:
+                    name, stat = rest[:-1], PathStat(True, None)
+                else:
+                    name, stat = rest, PathStat(False, item.entry)
+                if not displayable(name) or "/" in name or (hide_control and name == CONTROL_DIR_NAME):
+                    continue  # also '': this directory's own marker
+                child = prefix + name
+                known = self._cache.get(child)
+                keep_marker = (stat.is_dir and known is not None and known[1] > now and known[0] is not None
+                               and known[0].is_dir and known[0].entry is not None)
+                if keep_marker:
+                    stat = known[0]
+                else:
+                    self._cache[child] = (stat, expires)
+                out.append((name, item.key, stat))
+        last = items[-1].key if items else after
+        return out, last, len(items) < limit
+
+    def has_children(self, path: str, ignore: tuple[str, ...] = ()) -> bool:
+        """Whether directory ``path`` holds any object other than its own marker and ``ignore``
+        (keys)."""
+        prefix = dir_prefix(path)
+        skip = set(ignore) | {prefix}
+        items = self.backend.list_entries(self.repo, self.ref, prefix, limit=len(skip) + 1)
+        return any(item.key not in skip for item in items)

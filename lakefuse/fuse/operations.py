@@ -1,0 +1,246 @@
+"""``LakeOperations``: the pyfuse3 request handlers, a thin translation onto ``LakeFilesystem``.
+
+Owns: converting pyfuse3 arguments and results (``EntryAttributes``, ``FileInfo``,
+``StatvfsData``), deciding what runs on the trio thread (answers from memory: cached lookups and
+attributes) and what goes to a worker thread (anything that may touch the database, storage or
+the disk), and the one error boundary (``fuse_errors``): ``LakefuseError`` and ``OSError``
+become their errno, anything unexpected is logged and answered with EIO, so one bad call never
+takes the mount down.
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import logging
+import time
+
+import pyfuse3
+import trio
+
+from lakefuse.errors import LakefuseError
+from lakefuse.fs.filesystem import Attributes, LakeFilesystem, WouldBlock
+
+log = logging.getLogger(__name__)
+
+#: worker threads serving requests that may block (database, storage, disk)
+WORKER_THREADS = 16
+#: the largest read the kernel sends (max_pages 256 of the libfuse session)
+READ_BUFFER_BYTES = 1024 * 1024
+
+
+def fuse_errors(handler):
+    """Answer every failure of a handler with an errno; log what is not a user error."""
+
+    @functools.wraps(handler)
+    async def wrapper(self, *args):
+        try:
+            return await handler(self, *args)
+        except pyfuse3.FUSEError:
+            raise
+        except LakefuseError as exc:
+            log.debug("%s: %s: %s", handler.__name__, type(exc).__name__, exc)
+            raise pyfuse3.FUSEError(exc.errno) from None
+        except OSError as exc:
+            log.debug("%s: %s", handler.__name__, exc)
+            raise pyfuse3.FUSEError(exc.errno or errno.EIO) from None
+        except (trio.Cancelled, KeyboardInterrupt):
+            raise
+        except BaseException:  # noqa: BLE001 - the boundary: log, answer EIO, keep serving
+            log.exception("unexpected error in %s%r", handler.__name__, args[:3])
+            raise pyfuse3.FUSEError(errno.EIO) from None
+
+    return wrapper
+
+
+def entry_attributes(attrs: Attributes) -> pyfuse3.EntryAttributes:
+    entry = pyfuse3.EntryAttributes()
+    entry.st_ino = attrs.ino
+    entry.generation = 0
+    entry.entry_timeout = attrs.entry_timeout
+    entry.attr_timeout = attrs.attr_timeout
+    entry.st_mode = attrs.mode
+    entry.st_nlink = attrs.nlink
+    entry.st_uid = attrs.uid
+    entry.st_gid = attrs.gid
+    entry.st_rdev = 0
+    entry.st_size = attrs.size
+    entry.st_blksize = attrs.blksize
+    entry.st_blocks = attrs.blocks
+    entry.st_atime_ns = attrs.mtime_ns
+    entry.st_mtime_ns = attrs.mtime_ns
+    entry.st_ctime_ns = attrs.mtime_ns
+    return entry
+
+
+class LakeOperations(pyfuse3.Operations):
+    supports_dot_lookup = False
+    enable_writeback_cache = False
+    enable_acl = False
+
+    def __init__(self, fs: LakeFilesystem, *, worker_threads: int = WORKER_THREADS):
+        super().__init__()
+        self.fs = fs
+        self._limiter = trio.CapacityLimiter(worker_threads)
+        # answers of reads served on the event loop; reused: pyfuse3 copies a read's answer
+        # to the kernel right after the handler returns, before any other task runs
+        self._read_buffer = bytearray(READ_BUFFER_BYTES)
+        self.requests = 0
+        self.started = time.monotonic()
+
+    async def _run(self, fn, *args):
+        return await trio.to_thread.run_sync(fn, *args, limiter=self._limiter)
+
+    # ------------------------------------------------------------------ metadata
+
+    @fuse_errors
+    async def lookup(self, parent_inode, name, ctx=None):
+        try:
+            attrs = self.fs.lookup(parent_inode, name, blocking=False)
+        except WouldBlock:
+            attrs = await self._run(self.fs.lookup, parent_inode, name)
+        return entry_attributes(attrs)
+
+    async def forget(self, inode_list):
+        try:
+            self.fs.forget(inode_list)
+        except Exception:  # noqa: BLE001 - forget must not raise
+            log.exception("forget failed")
+
+    @fuse_errors
+    async def getattr(self, inode, ctx=None):
+        try:
+            attrs = self.fs.getattr(inode, blocking=False)
+        except WouldBlock:
+            attrs = await self._run(self.fs.getattr, inode)
+        return entry_attributes(attrs)
+
+    @fuse_errors
+    async def setattr(self, inode, attr, fields, fh, ctx):
+        def call():
+            return self.fs.setattr(
+                inode,
+                size=attr.st_size if fields.update_size else None,
+                mode=attr.st_mode & 0o7777 if fields.update_mode else None,
+                mtime_ns=(time.time_ns() if attr.st_mtime_ns is None else attr.st_mtime_ns)
+                if fields.update_mtime else None,
+                fh=fh,
+                chown=fields.update_uid or fields.update_gid)
+        return entry_attributes(await self._run(call))
+
+    @fuse_errors
+    async def statfs(self, ctx):
+        data = pyfuse3.StatvfsData()
+        for key, value in self.fs.statfs().items():
+            setattr(data, key, value)
+        return data
+
+    # ------------------------------------------------------------------ directories
+
+    @fuse_errors
+    async def opendir(self, inode, ctx):
+        return self.fs.opendir(inode)
+
+    @fuse_errors
+    async def readdir(self, fh, start_id, token):
+        def add(name: bytes, attrs: Attributes, next_id: int) -> bool:
+            return pyfuse3.readdir_reply(token, name, entry_attributes(attrs), next_id)
+
+        try:
+            self.fs.readdir(fh, start_id, add, blocking=False)
+        except WouldBlock:
+            await self._run(self.fs.readdir, fh, start_id, add)
+
+    @fuse_errors
+    async def releasedir(self, fh):
+        self.fs.releasedir(fh)
+
+    @fuse_errors
+    async def mkdir(self, parent_inode, name, mode, ctx):
+        return entry_attributes(await self._run(self.fs.mkdir, parent_inode, name, mode))
+
+    @fuse_errors
+    async def rmdir(self, parent_inode, name, ctx):
+        await self._run(self.fs.rmdir, parent_inode, name)
+
+    @fuse_errors
+    async def unlink(self, parent_inode, name, ctx):
+        await self._run(self.fs.unlink, parent_inode, name)
+
+    @fuse_errors
+    async def rename(self, parent_inode_old, name_old, parent_inode_new, name_new, flags, ctx):
+        await self._run(self.fs.rename, parent_inode_old, name_old, parent_inode_new, name_new, flags)
+
+    # ------------------------------------------------------------------ files
+
+    @fuse_errors
+    async def open(self, inode, flags, ctx):
+        result = await self._run(self.fs.open, inode, flags)
+        return pyfuse3.FileInfo(fh=result.fh, keep_cache=result.keep_cache, direct_io=result.direct_io)
+
+    @fuse_errors
+    async def create(self, parent_inode, name, mode, flags, ctx):
+        result, attrs = await self._run(self.fs.create, parent_inode, name, mode, flags)
+        info = pyfuse3.FileInfo(fh=result.fh, keep_cache=result.keep_cache, direct_io=result.direct_io)
+        return info, entry_attributes(attrs)
+
+    @fuse_errors
+    async def read(self, fh, off, size):
+        try:  # cached local bytes: answered here, no thread hop
+            return self.fs.read_nowait(fh, off, size, self._read_buffer)
+        except WouldBlock:
+            return await self._run(self.fs.read, fh, off, size)
+
+    @fuse_errors
+    async def write(self, fh, off, buf):
+        return await self._run(self.fs.write, fh, off, buf)
+
+    @fuse_errors
+    async def flush(self, fh):
+        await self._run(self.fs.flush, fh)
+
+    @fuse_errors
+    async def fsync(self, fh, datasync):
+        await self._run(self.fs.fsync, fh, datasync)
+
+    @fuse_errors
+    async def release(self, fh):
+        await self._run(self.fs.release, fh)
+
+    # ------------------------------------------------------------------ xattrs
+
+    @fuse_errors
+    async def getxattr(self, inode, name, ctx):
+        try:
+            return self.fs.getxattr(inode, name, blocking=False)
+        except WouldBlock:
+            return await self._run(self.fs.getxattr, inode, name)
+
+    @fuse_errors
+    async def listxattr(self, inode, ctx):
+        try:
+            return self.fs.listxattr(inode, blocking=False)
+        except WouldBlock:
+            return await self._run(self.fs.listxattr, inode)
+
+    @fuse_errors
+    async def setxattr(self, inode, name, value, ctx):
+        await self._run(self.fs.setxattr, inode, name, value)
+
+    @fuse_errors
+    async def removexattr(self, inode, name, ctx):
+        await self._run(self.fs.removexattr, inode, name)
+
+    # ------------------------------------------------------------------ refused
+
+    @fuse_errors
+    async def link(self, inode, new_parent_inode, new_name, ctx):
+        self.fs.link(inode, new_parent_inode, new_name)
+
+    @fuse_errors
+    async def symlink(self, parent_inode, name, target, ctx):
+        self.fs.symlink(parent_inode, name, target)
+
+    @fuse_errors
+    async def mknod(self, parent_inode, name, mode, rdev, ctx):
+        return entry_attributes(await self._run(self.fs.mknod, parent_inode, name, mode))

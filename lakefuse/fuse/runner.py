@@ -1,0 +1,165 @@
+"""Mounting and serving: the life of one FUSE mount.
+
+Owns the kernel mount options (``fsname``/``subtype`` so ``mount`` and ``df`` say lakefuse,
+``ro``, ``allow_other``, ``default_permissions``, ``max_read``), readiness (the mount answers a
+``stat`` before anyone is told it is ready), the mount's read-ahead (raised through
+``/sys/class/bdi/<major:minor>/read_ahead_kb`` so buffered sequential reads arrive in 1 MiB
+requests), and the end: SIGTERM/SIGINT/SIGHUP upload written files, then unmount; an external
+``umount`` ends the loop the same way.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+from dataclasses import dataclass
+from typing import Callable
+
+import pyfuse3
+import trio
+
+from lakefuse.errors import LakefuseError
+from lakefuse.fs.filesystem import LakeFilesystem
+from lakefuse.fuse.operations import LakeOperations
+
+log = logging.getLogger(__name__)
+
+READY_TIMEOUT_SECONDS = 30.0
+
+
+class MountFailed(LakefuseError):
+    """The filesystem could not be mounted."""
+
+    exit_code = 1
+
+
+@dataclass(frozen=True)
+class MountOptions:
+    read_only: bool = False
+    allow_other: bool = False
+    read_ahead_kb: int = 1024
+    fsname: str = "lakefuse"
+    worker_threads: int = 16
+
+
+def kernel_options(options: MountOptions) -> set[str]:
+    # no max_read: libfuse refuses it unless init() sets the same; requests are bounded by
+    # the session's 1 MiB buffer (max_pages 256) anyway
+    opts = {f"fsname={options.fsname}", "subtype=lakefuse", "default_permissions"}
+    if options.read_only:
+        opts.add("ro")
+    if options.allow_other:
+        opts.add("allow_other")
+    return opts
+
+
+def _unescape_mountinfo(text: str) -> str:
+    out, i = [], 0
+    while i < len(text):
+        if text[i] == "\\" and i + 3 < len(text) and text[i + 1:i + 4].isdigit():
+            out.append(chr(int(text[i + 1:i + 4], 8)))
+            i += 4
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)
+
+
+def mount_device(mountpoint: str) -> str | None:
+    """``major:minor`` of the filesystem mounted at ``mountpoint`` (the last one mounted
+    there), read from /proc/self/mountinfo without touching the mount itself."""
+    target = os.path.realpath(mountpoint)
+    found = None
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as f:
+            for line in f:
+                fields = line.split()
+                if len(fields) > 4 and _unescape_mountinfo(fields[4]) == target:
+                    found = fields[2]
+    except OSError:
+        return None
+    return found
+
+
+def is_mounted(mountpoint: str) -> bool:
+    return mount_device(mountpoint) is not None
+
+
+def set_read_ahead(mountpoint: str, kilobytes: int) -> bool:
+    device = mount_device(mountpoint)
+    if device is None:
+        return False
+    path = f"/sys/class/bdi/{device}/read_ahead_kb"
+    try:
+        with open(path, "w") as f:
+            f.write(str(kilobytes))
+        return True
+    except OSError as exc:
+        log.warning("cannot set %s to %d (%s): sequential reads stay in small requests", path, kilobytes,
+                    exc.strerror)
+        return False
+
+
+def serve(fs: LakeFilesystem, mountpoint: str, options: MountOptions,
+          on_ready: Callable[[], None] | None = None) -> None:
+    """Mount ``fs`` at ``mountpoint`` and serve it until unmounted or signalled.  ``on_ready``
+    runs once the mount answers requests.  Raises MountFailed if it never gets there."""
+    mountpoint = os.path.abspath(mountpoint)
+    if not os.path.isdir(mountpoint):
+        raise MountFailed(f"mount point {mountpoint} is not a directory")
+    ops = LakeOperations(fs, worker_threads=options.worker_threads)
+    try:
+        pyfuse3.init(ops, mountpoint, kernel_options(options))
+    except RuntimeError as exc:
+        raise MountFailed(f"cannot mount at {mountpoint}: {exc} (is it already mounted? is /dev/fuse usable?)") from None
+    ready = []
+    try:
+        trio.run(_main, fs, mountpoint, options, lambda: (ready.append(True), on_ready and on_ready()))
+    except KeyboardInterrupt:
+        pass
+    except trio.TooSlowError:
+        raise MountFailed(f"{mountpoint}: the mount did not answer within {READY_TIMEOUT_SECONDS:.0f} s") from None
+    finally:
+        try:
+            fs.close()
+        except Exception:  # noqa: BLE001 - unmount anyway
+            log.exception("flushing files at unmount failed")
+        pyfuse3.close(unmount=True)
+        log.info("unmounted %s", mountpoint)
+    if not ready:
+        raise MountFailed(f"{mountpoint}: the FUSE session ended before the mount was ready (see the log)")
+
+
+async def _main(fs: LakeFilesystem, mountpoint: str, options: MountOptions, on_ready) -> None:
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_watch_signals, fs, nursery.cancel_scope)
+        nursery.start_soon(_serve_until_unmounted, nursery.cancel_scope)
+        await _wait_ready(mountpoint)
+        if options.read_ahead_kb > 0:
+            set_read_ahead(mountpoint, options.read_ahead_kb)
+        log.info("mounted %s", mountpoint)
+        if on_ready is not None:
+            on_ready()
+
+
+async def _serve_until_unmounted(cancel_scope: trio.CancelScope) -> None:
+    await pyfuse3.main()
+    cancel_scope.cancel()  # unmounted from outside: stop the signal watcher too
+
+
+async def _wait_ready(mountpoint: str) -> None:
+    """Returns once the kernel finished INIT and a request came back (a stat of the root)."""
+    with trio.fail_after(READY_TIMEOUT_SECONDS):
+        await trio.to_thread.run_sync(os.stat, mountpoint, abandon_on_cancel=True)
+
+
+async def _watch_signals(fs: LakeFilesystem, cancel_scope: trio.CancelScope) -> None:
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+        async for signum in signals:
+            log.info("%s: uploading written files, then unmounting", signal.Signals(signum).name)
+            failures = await trio.to_thread.run_sync(fs.flush_all)
+            for path, exc in failures:
+                log.error("upload of %s failed: %s", path, exc)
+            pyfuse3.terminate()
+            return

@@ -1,0 +1,328 @@
+"""The ``lakefuse mount`` and ``lakefuse umount`` commands.
+
+``lakefuse mount MOUNTPOINT [lakefs://repo[/ref]]`` mounts all repositories, one repository
+(its refs at the root) or one ref (its tree at the root).  Without ``-f`` it daemonizes: the
+parent waits on a pipe until the child's mount answers requests, then exits 0; if the child
+fails first, the parent prints the child's one-line error and exits with its code.  With
+``-f`` it serves in the foreground (systemd ``Type=notify`` units: readiness goes to
+``$NOTIFY_SOCKET`` as ``READY=1``).  SIGTERM/SIGINT upload written files, then unmount.
+
+``lakefuse umount MOUNTPOINT`` unmounts (``fusermount3 -u``, or ``umount`` as root).
+
+The CLI registers these with ``add_mount_arguments`` / ``add_umount_arguments`` and calls
+``mount_main(args)`` / ``umount_main(args)``; they return 0 or raise ``LakefuseError``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+import os
+import re
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from lakefuse.errors import InvalidArgument, LakefuseError
+
+log = logging.getLogger("lakefuse.mount")
+
+READY_WAIT_SECONDS = 120.0
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+class MountError(LakefuseError):
+    """The mount failed."""
+
+    exit_code = 1
+
+
+# ---------------------------------------------------------------------------- arguments
+
+def add_mount_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("mountpoint", help="an existing empty directory")
+    parser.add_argument("uri", nargs="?", default=None,
+                        help="lakefs://REPO (its branches and tags at the root) or lakefs://REPO/REF (that "
+                             "ref's objects at the root); default: every repository")
+    parser.add_argument("-f", "--foreground", action="store_true",
+                        help="serve in the foreground (default: daemonize once the mount is ready)")
+    parser.add_argument("--read-only", action="store_true", help="refuse every write (EROFS)")
+    parser.add_argument("--allow-other", action="store_true",
+                        help="let other users access the mount (needs user_allow_other in /etc/fuse.conf "
+                             "unless root)")
+    parser.add_argument("--cache-dir", help="cache directory (default: cache.dir of the configuration)")
+    parser.add_argument("--cache-disk-bytes", help="bound of each disk cache, e.g. 10GiB")
+    parser.add_argument("--cache-ram-bytes", help="bound of the RAM cache, e.g. 1GiB")
+    parser.add_argument("--read-ahead-kb", type=int, default=1024,
+                        help="kernel read-ahead of the mount in KiB (default 1024; 0 leaves it alone)")
+    parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+                        help="default INFO")
+    parser.add_argument("--log-file", help="log here (daemon default: $LAKEFUSE_HOME/logs/mount-<dir>.log; "
+                                           "foreground default: stderr)")
+
+
+def add_umount_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("mountpoint")
+    parser.add_argument("-l", "--lazy", action="store_true",
+                        help="detach now, clean up when no longer busy")
+
+
+# ---------------------------------------------------------------------------- mount
+
+@dataclasses.dataclass
+class _Plan:
+    mountpoint: str
+    repo: str | None
+    ref: str | None
+
+
+def _plan(args) -> _Plan:
+    mountpoint = os.path.abspath(args.mountpoint)
+    if not os.path.isdir(mountpoint):
+        raise InvalidArgument(f"mount point {mountpoint} does not exist or is not a directory")
+    repo = ref = None
+    if args.uri:
+        from lakefuse.uri import parse_uri
+
+        uri = parse_uri(args.uri)
+        if uri.path:
+            raise InvalidArgument(f"{args.uri}: mount a repository or a ref, not a path inside it")
+        repo, ref = uri.repository, uri.ref
+    return _Plan(mountpoint, repo, ref)
+
+
+def _config(args):
+    from lakefuse.config import load_config, parse_size
+
+    config = load_config()
+    cache = config.cache
+    if args.cache_dir:
+        cache = dataclasses.replace(cache, dir=Path(args.cache_dir).expanduser().resolve())
+    if args.cache_disk_bytes:
+        cache = dataclasses.replace(cache, disk_bytes=parse_size(args.cache_disk_bytes, "--cache-disk-bytes"))
+    if args.cache_ram_bytes:
+        cache = dataclasses.replace(cache, ram_bytes=parse_size(args.cache_ram_bytes, "--cache-ram-bytes"))
+    return dataclasses.replace(config, cache=cache)
+
+
+def _setup_logging(level: str, log_file: str | None, use_stderr: bool) -> None:
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    if log_file:
+        os.makedirs(os.path.dirname(os.path.abspath(log_file)), exist_ok=True)
+        handler: logging.Handler = logging.FileHandler(log_file)
+    elif use_stderr:
+        handler = logging.StreamHandler(sys.stderr)
+    else:
+        handler = logging.NullHandler()
+    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    root.addHandler(handler)
+    root.setLevel(getattr(logging, level))
+    logging.getLogger("pyfuse3").setLevel(max(logging.INFO, root.level))  # its DEBUG is per request
+
+
+def _spool_dir(cache_dir: Path) -> str:
+    """A spool directory of this process under ``<cache>/spool``; leftovers of dead
+    processes are removed."""
+    base = cache_dir / "spool"
+    base.mkdir(parents=True, exist_ok=True)
+    for child in base.iterdir():
+        m = re.fullmatch(r"(\d+)-\d+", child.name)
+        if m and not _alive(int(m.group(1))):
+            shutil.rmtree(child, ignore_errors=True)
+    path = base / f"{os.getpid()}-{time.time_ns()}"
+    path.mkdir()
+    return str(path)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+def sd_notify(state: str) -> bool:
+    """Tell systemd (``$NOTIFY_SOCKET``) our state, e.g. ``READY=1``; False if not under systemd."""
+    address = os.environ.get("NOTIFY_SOCKET")
+    if not address:
+        return False
+    if address.startswith("@"):
+        address = "\0" + address[1:]
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as sock:
+            sock.connect(address)
+            sock.sendall(state.encode("utf-8"))
+        return True
+    except OSError as exc:
+        log.warning("sd_notify(%s) failed: %s", state, exc)
+        return False
+
+
+def _serve(args, plan: _Plan, on_ready) -> None:
+    """Build the filesystem over the configured core and serve it (returns when unmounted)."""
+    from lakefuse.app import App
+    from lakefuse.fs.app_backend import AppBackend
+    from lakefuse.fs.filesystem import LakeFilesystem
+    from lakefuse.fs.readers import BlockCache, DiskBlockStore, RamBlockStore
+    from lakefuse.fuse.runner import MountOptions, serve
+
+    config = _config(args)
+    app = App(config)
+    block_cache = None
+    spool = None
+    try:
+        if config.cache.disk_bytes > 0:
+            from lakefuse.cache import DiskCache
+
+            store = DiskBlockStore(DiskCache(Path(config.cache.dir) / "blocks", config.cache.disk_bytes,
+                                             name="blocks"))
+        else:
+            store = RamBlockStore(min(config.cache.ram_bytes, 256 * 1024 * 1024))
+        block_cache = BlockCache(store)
+        backend = AppBackend(app, block_cache)
+        spool = _spool_dir(Path(config.cache.dir))
+        fs = LakeFilesystem(backend, spool_dir=spool, repo=plan.repo, ref=plan.ref, read_only=args.read_only)
+        options = MountOptions(read_only=args.read_only, allow_other=args.allow_other,
+                               read_ahead_kb=args.read_ahead_kb)
+
+        def ready() -> None:
+            sd_notify("READY=1\nSTATUS=serving " + plan.mountpoint)
+            on_ready()
+
+        serve(fs, plan.mountpoint, options, on_ready=ready)
+        sd_notify("STOPPING=1")
+    finally:
+        if block_cache is not None:
+            block_cache.close()
+        if spool is not None:
+            shutil.rmtree(spool, ignore_errors=True)
+        app.close()
+
+
+def mount_main(args) -> int:
+    plan = _plan(args)
+    from lakefuse.fuse.runner import is_mounted
+
+    if is_mounted(plan.mountpoint):
+        raise MountError(f"{plan.mountpoint} is already a mount point")
+    if args.foreground:
+        _setup_logging(args.log_level, args.log_file, use_stderr=True)
+        _serve(args, plan, on_ready=lambda: None)
+        return 0
+    return _daemonize(args, plan)
+
+
+def _default_log_file(mountpoint: str) -> str:
+    from lakefuse.config import default_home
+
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", mountpoint.strip("/")) or "root"
+    return str(default_home() / "logs" / f"mount-{name}.log")
+
+
+def _daemonize(args, plan: _Plan) -> int:
+    read_end, write_end = os.pipe()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:  # the child: becomes the mount daemon
+        os.close(read_end)
+        code = 1
+        try:
+            os.setsid()
+            os.chdir("/")
+            devnull = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2):
+                os.dup2(devnull, fd)
+            os.close(devnull)
+            _setup_logging(args.log_level, args.log_file or _default_log_file(plan.mountpoint), use_stderr=False)
+
+            def ready() -> None:
+                os.write(write_end, b"ok\n")
+                os.close(write_end)
+
+            _serve(args, plan, on_ready=ready)
+            code = 0
+        except LakefuseError as exc:
+            code = exc.exit_code
+            _report(write_end, code, str(exc))
+        except BaseException as exc:  # noqa: BLE001 - the child reports everything to the parent
+            log.exception("mount failed")
+            _report(write_end, 1, f"{type(exc).__name__}: {exc}")
+        finally:
+            logging.shutdown()
+            os._exit(code)
+    os.close(write_end)
+    message = _read_status(read_end, pid)
+    os.close(read_end)
+    if message == "ok":
+        return 0
+    code_text, _, text = message.partition(" ")
+    error = MountError(text or "the mount process failed")
+    error.exit_code = int(code_text) if code_text.isdigit() else 1
+    raise error
+
+
+def _report(fd: int, code: int, text: str) -> None:
+    line = " ".join(text.split())  # one line
+    try:
+        os.write(fd, f"{code} {line}\n".encode("utf-8", "replace"))
+    except OSError:
+        pass
+
+
+def _read_status(fd: int, pid: int) -> str:
+    deadline = time.monotonic() + READY_WAIT_SECONDS
+    data = b""
+    while b"\n" not in data:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            os.kill(pid, signal.SIGTERM)
+            return f"1 the mount did not become ready within {READY_WAIT_SECONDS:.0f} s"
+        ready, _, _ = select.select([fd], [], [], remaining)
+        if not ready:
+            continue
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            break
+        data += chunk
+    if data:
+        return data.split(b"\n", 1)[0].decode("utf-8", "replace").strip()
+    _, status = os.waitpid(pid, 0)
+    return f"1 the mount process exited (status {os.waitstatus_to_exitcode(status)}) before the mount was ready"
+
+
+# ---------------------------------------------------------------------------- umount
+
+def umount_main(args) -> int:
+    from lakefuse.fuse.runner import is_mounted
+
+    mountpoint = os.path.abspath(args.mountpoint)
+    if not is_mounted(mountpoint):
+        raise InvalidArgument(f"{mountpoint} is not mounted")
+    commands = []
+    if shutil.which("fusermount3"):
+        commands.append(["fusermount3", "-u"] + (["-z"] if args.lazy else []) + [mountpoint])
+    if shutil.which("fusermount"):
+        commands.append(["fusermount", "-u"] + (["-z"] if args.lazy else []) + [mountpoint])
+    if os.geteuid() == 0 and shutil.which("umount"):
+        commands.append(["umount"] + (["-l"] if args.lazy else []) + [mountpoint])
+    errors = []
+    for command in commands:
+        result = subprocess.run(command, capture_output=True, text=True)
+        if result.returncode == 0 and not is_mounted(mountpoint):
+            return 0
+        errors.append((result.stderr or result.stdout).strip() or f"{command[0]} exited {result.returncode}")
+    if not commands:
+        raise MountError("neither fusermount3 nor umount found")
+    raise MountError(f"cannot unmount {mountpoint}: {errors[0] if errors else 'still mounted'}")

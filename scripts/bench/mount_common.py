@@ -1,0 +1,146 @@
+"""Shared pieces of the mount benchmarks (mount_read.py, mount_stat.py, mount_write.py):
+a throw-away lakefuse home with one repository, mounts of lakefuse / bindfs / rclone that always
+unmount, timing, and the side-by-side table.  Run the benchmarks as root on an idle machine."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+READY_TIMEOUT = 60.0
+
+
+def is_mounted(path: Path | str) -> bool:
+    target = os.path.realpath(path)
+    with open("/proc/self/mountinfo") as f:
+        return any(line.split()[4] == target for line in f)
+
+
+def unmount(path: Path | str) -> None:
+    for cmd in (["fusermount3", "-u", str(path)], ["fusermount3", "-uz", str(path)], ["umount", "-l", str(path)]):
+        if not is_mounted(path):
+            return
+        subprocess.run(cmd, capture_output=True)
+        time.sleep(0.2)
+
+
+class LakeHome:
+    def __init__(self, workdir: Path):
+        self.path = workdir / "home"
+        self.path.mkdir(parents=True, exist_ok=True)
+        self.env = dict(os.environ, LAKEFUSE_HOME=str(self.path))
+        for var in ("LAKEFUSE_CONFIG", "LAKEFUSE_DATABASE_URL", "LAKEFUSE_CACHE_DIR"):
+            self.env.pop(var, None)
+        from lakefuse.app import App
+        from lakefuse.config import load_config
+
+        self.app = App(load_config(environ={"LAKEFUSE_HOME": str(self.path)}))
+        self.catalog = self.app.catalog
+
+    def create_repository(self, name: str) -> Path:
+        self.catalog.create_repository(name, self.app.default_namespace(name))
+        return Path(self.app.default_namespace(name)[len("local://"):])
+
+    def close(self) -> None:
+        self.app.close()
+
+
+@contextlib.contextmanager
+def lakefuse_mount(home: LakeHome, mountpoint: Path, uri: str | None = None, args: tuple[str, ...] = ()):
+    mountpoint.mkdir(parents=True, exist_ok=True)
+    sock_dir = tempfile.mkdtemp(prefix="lfb-")
+    sock_path = os.path.join(sock_dir, "notify")
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(sock_path)
+    cmd = [sys.executable, "-m", "lakefuse.fuse", "mount", "-f", "--log-level", "WARNING",
+           "--log-file", str(home.path / "bench-mount.log"), *args, str(mountpoint)] + ([uri] if uri else [])
+    proc = subprocess.Popen(cmd, env=dict(home.env, NOTIFY_SOCKET=sock_path), stdout=subprocess.DEVNULL)
+    try:
+        sock.settimeout(READY_TIMEOUT)
+        while b"READY=1" not in sock.recv(4096):
+            pass
+        yield mountpoint
+    finally:
+        sock.close()
+        shutil.rmtree(sock_dir, ignore_errors=True)
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        unmount(mountpoint)
+
+
+@contextlib.contextmanager
+def bindfs_mount(source: Path, mountpoint: Path):
+    mountpoint.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["bindfs", "--no-allow-other", str(source), str(mountpoint)], check=True, capture_output=True)
+    try:
+        yield mountpoint
+    finally:
+        unmount(mountpoint)
+
+
+@contextlib.contextmanager
+def rclone_mount(source: Path, mountpoint: Path, cache_dir: Path):
+    mountpoint.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.Popen(["rclone", "mount", str(source), str(mountpoint), "--vfs-cache-mode", "full",
+                             "--cache-dir", str(cache_dir), "--config", "/dev/null"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + READY_TIMEOUT
+        while not is_mounted(mountpoint):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("rclone mount did not come up")
+            time.sleep(0.1)
+        yield mountpoint
+    finally:
+        unmount(mountpoint)
+        if proc.poll() is None:
+            proc.terminate()
+            proc.wait(30)
+
+
+def have(tool: str) -> bool:
+    return shutil.which(tool) is not None
+
+
+def drop_file_cache(path: Path) -> None:
+    """Evict one file's pages from the page cache (works on FUSE files too)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def timed(cmd: list[str], **kwargs) -> float:
+    started = time.perf_counter()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, **kwargs)
+    return time.perf_counter() - started
+
+
+def best(runs: int, fn) -> float:
+    return min(fn() for _ in range(runs))
+
+
+def print_table(title: str, rows: list[tuple[str, float | None, str]], unit: str, reference: str) -> None:
+    """rows: (label, value, note); ratios against the row labelled ``reference``."""
+    ref = next((v for label, v, _ in rows if label == reference), None)
+    print(f"\n{title}")
+    print(f"  {'':44} {unit:>12} {'vs ' + reference:>22}")
+    for label, value, note in rows:
+        if value is None:
+            print(f"  {label:44} {'n/a':>12} {'':>22}  {note}")
+            continue
+        ratio = f"{value / ref:.2f}" if ref else ""
+        print(f"  {label:44} {value:12.2f} {ratio:>22}  {note}")

@@ -1,0 +1,88 @@
+"""Metadata speed: stat of 10,000 files (cold: first time through the mount; warm: again) and
+ls -l of a 10,000-entry directory, lakefuse (a branch and a commit) vs a local directory vs
+bindfs, side by side.
+
+    python scripts/bench/mount_stat.py [--files 10000] [--workdir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from mount_common import LakeHome, bindfs_mount, lakefuse_mount, print_table
+
+
+def stat_all(paths: list[Path]) -> float:
+    started = time.perf_counter()
+    for path in paths:
+        os.stat(path)
+    return time.perf_counter() - started
+
+
+def ls_l(directory: Path) -> float:
+    started = time.perf_counter()
+    subprocess.run(["ls", "-l", str(directory)], check=True, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--files", type=int, default=10_000)
+    parser.add_argument("--workdir", default=None)
+    args = parser.parse_args()
+    n = args.files
+    workdir = Path(tempfile.mkdtemp(prefix="lakefuse-bench-", dir=args.workdir))
+    home = LakeHome(workdir)
+    home.create_repository("bench")
+    entry = home.catalog.upload_bytes("bench", "main", "seed", b"x" * 100)
+    names = [f"f{i:06d}.csv" for i in range(n)]
+    home.catalog.stage_entries("bench", "main", [(f"dir/{name}", entry) for name in names])
+    commit = home.catalog.commit("bench", "main", "files", "bench")
+    local = workdir / "local" / "dir"
+    local.mkdir(parents=True)
+    for name in names:
+        (local / name).write_bytes(b"x" * 100)
+
+    rows = []
+
+    def measure(label: str, directory: Path, remount) -> None:
+        paths = [directory / name for name in names]
+        with remount() as base:
+            d = base / directory
+            p = [base / path for path in paths]
+            cold = stat_all(p)
+            warm = stat_all(p)
+        with remount() as base:
+            ls_cold = ls_l(base / directory)
+            ls_warm = ls_l(base / directory)
+        rows.append((f"{label}: stat x{n} cold", n / cold, ""))
+        rows.append((f"{label}: stat x{n} warm", n / warm, ""))
+        rows.append((f"{label}: ls -l cold (entries/s)", n / ls_cold, f"{ls_cold * 1000:.0f} ms"))
+        rows.append((f"{label}: ls -l warm (entries/s)", n / ls_warm, f"{ls_warm * 1000:.0f} ms"))
+        del d
+
+    class Local:
+        def __enter__(self):
+            return Path("/")
+
+        def __exit__(self, *exc):
+            return False
+
+    measure("local", local, Local)
+    measure("lakefuse commit", Path(f"bench/{commit.id}/dir"),
+            lambda: lakefuse_mount(home, workdir / "mnt-lake"))
+    measure("lakefuse branch", Path("bench/main/dir"), lambda: lakefuse_mount(home, workdir / "mnt-lake"))
+    measure("bindfs", Path("dir"), lambda: bindfs_mount(local.parent, workdir / "mnt-bind"))
+    home.close()
+    print_table(f"Metadata of {n} files (operations/s; higher is better)", rows, "ops/s", f"local: stat x{n} warm")
+    shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,566 @@
+"""LakeFilesystem semantics without a kernel: layout, lookups and forget, readdir paging,
+writes through spool files, directories, renames, metadata, xattrs, the control directory and
+the errors every refused operation answers with."""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import time
+
+import pytest
+
+from lakefuse.errors import LakefuseError
+from lakefuse.fs.filesystem import MODE_KEY, MTIME_NS_KEY, LakeFilesystem, WouldBlock
+from lakefuse.fs.memory import MemoryBackend
+
+
+ERRORS = (OSError, LakefuseError)
+
+
+def errno_of(excinfo) -> int:
+    exc = excinfo.value
+    return exc.errno
+
+
+# ------------------------------------------------------------------ layout
+
+def test_root_lists_repositories_then_refs_then_objects(drive):
+    assert drive.listdir("") == ["other", "sales"]
+    assert drive.listdir("sales") == ["main", "v1"]
+    assert drive.listdir("sales/main") == ["a", "top.csv"]
+    assert drive.listdir("sales/v1/a") == ["b.txt"]
+    assert drive.read("sales/main/a/b.txt") == b"hello"
+    assert stat.S_ISDIR(drive.stat("sales/main/a").mode)
+    assert drive.stat("sales/main/top.csv").size == 8
+
+
+def test_dot_entries_are_listed_without_lookup_counts(fs, drive):
+    ino = drive.ino("sales/main")
+    fh = fs.opendir(ino)
+    names = []
+    fs.readdir(fh, 0, lambda name, attrs, off: names.append(name) or True)
+    assert names[:2] == [b".", b".."]
+    before = fs.table.get(ino).lookups
+    fs.readdir(fh, 0, lambda name, attrs, off: True)
+    assert fs.table.get(ino).lookups == before
+
+
+def test_ref_expressions_and_commit_ids_resolve_on_lookup_read_only(backend, drive):
+    first = backend.branch_head("sales", "main")
+    backend.put_object("sales", "main", "later.txt", b"new")
+    backend.commit("sales", "main", "second")
+    assert "later.txt" in drive.listdir("sales/main")
+    assert "later.txt" not in drive.listdir("sales/main~1")
+    assert drive.listdir(f"sales/{first}") == ["a", "top.csv"]
+    assert drive.listdir(f"sales/{first[:10]}") == ["a", "top.csv"]
+    assert "main~1" not in drive.listdir("sales")
+    with pytest.raises(ERRORS) as exc:
+        drive.write("sales/main~1/x", b"no")
+    assert errno_of(exc) == errno.EROFS
+
+
+def test_unknown_names_are_enoent(drive):
+    for path in ("nope", "sales/nosuchref", "sales/main/missing", "sales/main/a/missing", "sales/main~9"):
+        with pytest.raises(ERRORS) as exc:
+            drive.ino(path)
+        assert errno_of(exc) == errno.ENOENT
+
+
+def test_immutable_trees_cache_negative_entries(fs, drive):
+    attrs = fs.lookup(drive.ino("sales/v1"), "missing")
+    assert attrs.ino == 0 and attrs.entry_timeout >= 3600
+
+
+def test_timeouts_long_on_tags_short_on_branches(drive, fs):
+    assert drive.stat("sales/v1/top.csv").attr_timeout >= 3600
+    assert drive.stat("sales/main/top.csv").attr_timeout == fs.branch_ttl == 1.0
+
+
+def test_mount_of_one_repository_or_one_ref(backend, tmp_path, make_driver):
+    repo_fs = make_driver(LakeFilesystem(backend, spool_dir=str(tmp_path / "s1"), repo="sales"))
+    assert repo_fs.listdir("") == ["main", "v1"]
+    ref_fs = make_driver(LakeFilesystem(backend, spool_dir=str(tmp_path / "s2"), repo="sales", ref="v1"))
+    assert ref_fs.listdir("") == ["a", "top.csv"]
+    with pytest.raises(ERRORS) as exc:
+        LakeFilesystem(backend, spool_dir=str(tmp_path / "s3"), repo="nope")
+    assert exc.value.errno == errno.ENOENT
+
+
+# ------------------------------------------------------------------ inode table
+
+def test_lookup_counts_and_forget_drop_nodes(fs, drive):
+    ino = drive.ino("sales/main/top.csv")
+    node = fs.table.get(ino)
+    assert node.lookups == 1
+    assert fs.lookup(drive.ino("sales/main"), "top.csv").ino == ino  # same inode while known
+    assert node.lookups == 2
+    fs.forget([(ino, 2)])
+    with pytest.raises(ERRORS) as exc:
+        fs.table.get(ino)
+    assert errno_of(exc) == errno.ESTALE
+
+
+def test_open_file_survives_forget(fs, drive):
+    ino = drive.ino("sales/main/top.csv")
+    result = fs.open(ino, os.O_RDONLY)
+    fs.forget([(ino, 1)])
+    assert fs.read(result.fh, 0, 100) == b"x,y\n1,2\n"
+    fs.release(result.fh)
+    with pytest.raises(ERRORS):
+        fs.table.get(ino)
+
+
+def test_nonblocking_calls_answer_from_memory_or_raise_wouldblock(fs, drive):
+    main = drive.ino("sales/main")
+    with pytest.raises(WouldBlock):
+        fs.lookup(main, "top.csv", blocking=False)
+    ino = fs.lookup(main, "top.csv").ino
+    assert fs.lookup(main, "top.csv", blocking=False).ino == ino
+    assert fs.getattr(ino, blocking=False).size == 8
+
+
+# ------------------------------------------------------------------ readdir
+
+def test_readdir_of_100k_entries_pages_through_the_backend(backend, tmp_path, make_driver):
+    backend.put_entries("sales", "main", [(f"big/f{i:06d}", b"x") for i in range(100_000)])
+    fs = LakeFilesystem(backend, spool_dir=str(tmp_path / "spool"), readdir_page=1000)
+    d = make_driver(fs)
+    ino = d.ino("sales/main/big")
+    fh = fs.opendir(ino)
+    backend.calls.clear()
+    names: list[bytes] = []
+    offset = 0
+    started = time.monotonic()
+    while True:  # like the kernel: small buffers, resume at the last offset
+        batch = []
+
+        def add(name, attrs, next_offset):
+            if len(batch) == 30:
+                return False
+            batch.append((name, next_offset))
+            return True
+
+        fs.readdir(fh, offset, add)
+        if not batch:
+            break
+        names.extend(n for n, _ in batch)
+        offset = batch[-1][1]
+    elapsed = time.monotonic() - started
+    real = [n for n in names if n not in (b".", b"..")]
+    assert len(real) == 100_000 and real[0] == b"f000000" and real[-1] == b"f099999"
+    assert len(set(real)) == 100_000
+    assert backend.calls["list_entries"] <= 102  # one page per 1000 entries, never re-read
+    assert elapsed < 20
+
+
+def test_readdir_resumes_at_any_earlier_offset(fs, drive, backend):
+    backend.put_entries("sales", "main", [(f"d/f{i:03d}", b"x") for i in range(50)])
+    fh = fs.opendir(drive.ino("sales/main/d"))
+    seen = []
+    fs.readdir(fh, 0, lambda n, a, o: seen.append((n, o)) or True)
+    offset_of_f010 = dict(seen)[b"f009"]
+    again = []
+    fs.readdir(fh, offset_of_f010, lambda n, a, o: again.append(n) or True)
+    assert again[0] == b"f010" and again[-1] == b"f049" and len(again) == 40
+
+
+def test_readdir_stops_when_buffer_full_without_counting_lookups(fs, drive):
+    fh = fs.opendir(drive.ino("sales/main"))
+    got = []
+    fs.readdir(fh, 0, lambda n, a, o: (len(got) < 3) and (got.append(n) or True))
+    assert got == [b".", b"..", b"a"]
+    top = fs.table.find(("t", fs.table.get(drive.ino("sales/main")).tree.key, "top.csv"))
+    assert top is None or top.lookups == 0
+
+
+def test_control_directory_is_hidden_but_reachable(drive):
+    assert ".lakefuse" not in drive.listdir("sales/main")
+    assert drive.listdir("sales/main/.lakefuse") == ["commit", "head", "status"]
+
+
+def test_keys_that_cannot_be_names_are_skipped(backend, drive):
+    backend.put_object("sales", "main", "weird//double", b"x")
+    backend.put_object("sales", "main", "x" * 300, b"x")
+    assert drive.listdir("sales/main") == ["a", "top.csv", "weird"]
+    assert drive.listdir("sales/main/weird") == []
+
+
+# ------------------------------------------------------------------ files
+
+def test_writes_are_visible_at_once_and_uploaded_on_close(fs, drive, backend):
+    parent, _ = drive.parent("sales/main/new.txt")
+    result, attrs = fs.create(parent, "new.txt", 0o100644, os.O_RDWR | os.O_CREAT)
+    fs.write(result.fh, 0, b"hello ")
+    fs.write(result.fh, 6, b"world")
+    assert fs.read(result.fh, 0, 100) == b"hello world"
+    assert fs.getattr(attrs.ino).size == 11
+    assert "new.txt" in drive.listdir("sales/main")  # listed while being written
+    ref = backend.resolve_ref("sales", "main")
+    assert backend.get_entry("sales", ref, "new.txt") is None
+    fs.flush(result.fh)
+    assert backend.object_bytes(backend.get_entry("sales", ref, "new.txt")) == b"hello world"
+    fs.release(result.fh)
+    assert drive.read("sales/main/new.txt") == b"hello world"
+
+
+def test_random_write_append_and_truncate_keep_existing_bytes(fs, drive, backend):
+    ino = drive.ino("sales/main/a/b.txt")
+    result = fs.open(ino, os.O_WRONLY)
+    fs.write(result.fh, 1, b"E")
+    fs.write(result.fh, 5, b"!!")
+    fs.release(result.fh)
+    assert drive.read("sales/main/a/b.txt") == b"hEllo!!"
+    fs.setattr(ino, size=3)
+    assert drive.read("sales/main/a/b.txt") == b"hEl"
+    fs.setattr(ino, size=5)
+    assert drive.read("sales/main/a/b.txt") == b"hEl\0\0"
+    result = fs.open(ino, os.O_WRONLY | os.O_TRUNC)
+    fs.release(result.fh)
+    assert drive.read("sales/main/a/b.txt") == b""
+
+
+def test_fsync_uploads_and_a_later_write_uploads_again(fs, drive, backend):
+    ino = drive.ino("sales/main/top.csv")
+    result = fs.open(ino, os.O_WRONLY)
+    fs.write(result.fh, 0, b"A")
+    fs.fsync(result.fh)
+    ref = backend.resolve_ref("sales", "main")
+    assert backend.object_bytes(backend.get_entry("sales", ref, "top.csv")).startswith(b"A,y")
+    fs.write(result.fh, 1, b"B")
+    fs.release(result.fh)
+    assert backend.object_bytes(backend.get_entry("sales", ref, "top.csv")).startswith(b"AB")
+
+
+def test_reads_of_a_tag_keep_kernel_cache_and_writes_are_erofs(fs, drive):
+    ino = drive.ino("sales/v1/top.csv")
+    assert fs.open(ino, os.O_RDONLY).keep_cache
+    for flags in (os.O_WRONLY, os.O_RDWR, os.O_WRONLY | os.O_TRUNC):
+        with pytest.raises(ERRORS) as exc:
+            fs.open(ino, flags)
+        assert exc.value.errno == errno.EROFS
+    parent = drive.ino("sales/v1")
+    for call in (lambda: fs.create(parent, "x", 0o644, os.O_WRONLY), lambda: fs.mkdir(parent, "d", 0o755),
+                 lambda: fs.unlink(parent, "top.csv"), lambda: fs.setattr(ino, mode=0o600),
+                 lambda: fs.setxattr(ino, "user.k", b"v"), lambda: fs.rename(parent, "top.csv", parent, "y")):
+        with pytest.raises(ERRORS) as exc:
+            call()
+        assert exc.value.errno == errno.EROFS
+
+
+def test_branch_file_page_cache_kept_only_while_object_unchanged(fs, drive, backend):
+    ino = drive.ino("sales/main/top.csv")
+    first = fs.open(ino, os.O_RDONLY)
+    assert not first.keep_cache  # first open: nothing cached yet
+    assert fs.open(ino, os.O_RDONLY).keep_cache
+    backend.put_object("sales", "main", "top.csv", b"changed")
+    fs.table.get(ino).expires = 0  # as after the branch timeout
+    fs.table.get(ino).tree.forget_all()
+    assert not fs.open(ino, os.O_RDONLY).keep_cache
+
+
+def test_read_only_mount_refuses_branch_writes(backend, tmp_path, make_driver):
+    d = make_driver(LakeFilesystem(backend, spool_dir=str(tmp_path / "s"), read_only=True))
+    with pytest.raises(ERRORS) as exc:
+        d.write("sales/main/x", b"x")
+    assert exc.value.errno == errno.EROFS
+    assert d.read("sales/main/top.csv") == b"x,y\n1,2\n"
+
+
+def test_unlinked_open_file_stays_readable_and_is_not_uploaded(fs, drive, backend):
+    ino = drive.ino("sales/main/top.csv")
+    result = fs.open(ino, os.O_RDWR)
+    fs.write(result.fh, 0, b"Z")
+    drive.unlink("sales/main/top.csv")
+    assert fs.read(result.fh, 0, 3) == b"Z,y"
+    fs.release(result.fh)
+    assert backend.get_entry("sales", backend.resolve_ref("sales", "main"), "top.csv") is None
+    assert "top.csv" not in drive.listdir("sales/main")
+
+
+# ------------------------------------------------------------------ directories
+
+def test_mkdir_persists_an_empty_directory_as_a_marker(drive, backend):
+    drive.mkdir("sales/main/empty", 0o700)
+    ref = backend.resolve_ref("sales", "main")
+    marker = backend.get_entry("sales", ref, "empty/")
+    assert marker is not None and marker.size == 0
+    assert stat.S_IMODE(drive.stat("sales/main/empty").mode) == 0o700
+    assert "empty" in drive.listdir("sales/main")
+    assert drive.listdir("sales/main/empty") == []
+    with pytest.raises(FileExistsError):
+        drive.mkdir("sales/main/empty")
+
+
+def test_rmdir_refuses_non_empty_and_removes_empty(drive, backend):
+    with pytest.raises(ERRORS) as exc:
+        drive.rmdir("sales/main/a")
+    assert errno_of(exc) == errno.ENOTEMPTY
+    drive.unlink("sales/main/a/b.txt")
+    assert drive.listdir("sales/main/a") == []  # emptied, still there (POSIX)
+    drive.rmdir("sales/main/a")
+    assert drive.listdir("sales/main") == ["top.csv"]
+    assert backend.list_entries("sales", backend.resolve_ref("sales", "main"), "", delimiter="") == [
+        backend.list_entries("sales", backend.resolve_ref("sales", "main"), "top.csv")[0]]
+
+
+def test_rename_file_is_a_metadata_move(drive, backend):
+    ref = backend.resolve_ref("sales", "main")
+    before = backend.get_entry("sales", ref, "top.csv")
+    drive.rename("sales/main/top.csv", "sales/main/a/moved.csv")
+    after = backend.get_entry("sales", ref, "a/moved.csv")
+    assert after.physical_address == before.physical_address
+    assert backend.get_entry("sales", ref, "top.csv") is None
+    assert drive.read("sales/main/a/moved.csv") == b"x,y\n1,2\n"
+
+
+def test_rename_directory_moves_every_key_in_one_transaction(drive, backend):
+    backend.put_entries("sales", "main", [(f"a/sub/f{i}", b"%d" % i) for i in range(20)])
+    backend.calls.clear()
+    drive.rename("sales/main/a", "sales/main/z")
+    assert backend.calls["stage_entries"] == 1
+    assert drive.listdir("sales/main") == ["top.csv", "z"]
+    assert len(drive.listdir("sales/main/z/sub")) == 20
+    assert drive.read("sales/main/z/sub/f7") == b"7"
+    assert drive.read("sales/main/z/b.txt") == b"hello"
+
+
+def test_rename_errors(drive):
+    drive.mkdir("sales/main/d")
+    with pytest.raises(ERRORS) as exc:
+        drive.rename("sales/main/top.csv", "sales/main/d")
+    assert errno_of(exc) == errno.EISDIR
+    with pytest.raises(ERRORS) as exc:
+        drive.rename("sales/main/d", "sales/main/top.csv")
+    assert errno_of(exc) == errno.ENOTDIR
+    drive.mkdir("sales/main/e")
+    drive.write("sales/main/e/f", b"x")
+    with pytest.raises(ERRORS) as exc:
+        drive.rename("sales/main/d", "sales/main/e")
+    assert errno_of(exc) == errno.ENOTEMPTY
+    with pytest.raises(ERRORS) as exc:
+        drive.rename("sales/main/top.csv", "sales/main/a/b.txt", flags=1)  # RENAME_NOREPLACE
+    assert errno_of(exc) == errno.EEXIST
+    with pytest.raises(ERRORS) as exc:
+        drive.rename("sales/main/top.csv", "sales/v1/top2.csv")
+    assert errno_of(exc) in (errno.EXDEV, errno.EROFS)
+    drive.rename("sales/main/d", "sales/main/a/d")  # into another dir: fine
+    assert "d" in drive.listdir("sales/main/a")
+
+
+def test_rename_of_an_open_written_file_uploads_it_first(fs, drive, backend):
+    parent, _ = drive.parent("sales/main/w.txt")
+    result, _ = fs.create(parent, "w.txt", 0o100644, os.O_WRONLY | os.O_CREAT)
+    fs.write(result.fh, 0, b"data")
+    drive.rename("sales/main/w.txt", "sales/main/w2.txt")
+    fs.write(result.fh, 4, b"+more")
+    fs.release(result.fh)
+    assert drive.read("sales/main/w2.txt") == b"data+more"
+    assert "w.txt" not in drive.listdir("sales/main")
+
+
+# ------------------------------------------------------------------ metadata
+
+def test_chmod_and_utime_are_stored_in_user_metadata(fs, drive, backend):
+    ino = drive.ino("sales/main/top.csv")
+    fs.setattr(ino, mode=0o600, mtime_ns=1_600_000_000_123_456_789)
+    entry = backend.get_entry("sales", backend.resolve_ref("sales", "main"), "top.csv")
+    assert entry.metadata[MODE_KEY] == "600" and entry.mtime == 1_600_000_000
+    assert entry.metadata[MTIME_NS_KEY] == "1600000000123456789"
+    attrs = fs.getattr(ino)
+    assert stat.S_IMODE(attrs.mode) == 0o600 and attrs.mtime_ns == 1_600_000_000_123_456_789
+    fs.setattr(ino, chown=True)  # accepted, not stored
+    assert fs.listxattr(ino) == [b"lakefuse.checksum", b"lakefuse.physical_address", b"lakefuse.content_type",
+                                 b"lakefuse.size"]
+
+
+def test_xattrs_are_user_metadata_and_object_properties(fs, drive, backend):
+    ino = drive.ino("sales/main/top.csv")
+    fs.setxattr(ino, "user.owner", b"ana")
+    assert fs.getxattr(ino, "user.owner") == b"ana"
+    entry = backend.get_entry("sales", backend.resolve_ref("sales", "main"), "top.csv")
+    assert entry.metadata["owner"] == "ana"
+    assert fs.getxattr(ino, "lakefuse.checksum") == entry.checksum.encode()
+    assert fs.getxattr(ino, "lakefuse.physical_address") == entry.physical_address.encode()
+    fs.setxattr(ino, "lakefuse.content_type", b"text/csv")
+    assert fs.getxattr(ino, "lakefuse.content_type") == b"text/csv"
+    assert b"user.owner" in fs.listxattr(ino)
+    fs.removexattr(ino, "user.owner")
+    for name, code in (("user.owner", errno.ENODATA), ("security.selinux", errno.ENODATA)):
+        with pytest.raises(ERRORS) as exc:
+            fs.getxattr(ino, name)
+        assert errno_of(exc) == code
+    for name, code in (("lakefuse.checksum", errno.EPERM), ("trusted.x", errno.ENOTSUP),
+                       ("user." + MODE_KEY, errno.EPERM)):
+        with pytest.raises(ERRORS) as exc:
+            fs.setxattr(ino, name, b"v")
+        assert errno_of(exc) == code
+
+
+# ------------------------------------------------------------------ refused operations and names
+
+def test_names_longer_than_255_bytes(drive, fs):
+    main = drive.ino("sales/main")
+    for call in (lambda n: fs.create(main, n, 0o644, os.O_WRONLY), lambda n: fs.mkdir(main, n, 0o755),
+                 lambda n: fs.lookup(main, n)):
+        with pytest.raises((OSError, LakefuseError)) as exc:
+            call("é" * 128)  # 256 bytes
+        assert exc.value.errno == errno.ENAMETOOLONG
+    result, _ = fs.create(main, "é" * 127 + "x", 0o644, os.O_WRONLY)  # 255 bytes: fine
+    fs.release(result.fh)
+
+
+def test_reserved_control_name_and_links_are_refused(drive, fs):
+    main = drive.ino("sales/main")
+    ctl = drive.ino("sales/main/.lakefuse")
+    with pytest.raises(ERRORS) as exc:
+        fs.create(ctl, "x", 0o644, os.O_WRONLY)
+    assert errno_of(exc) == errno.EPERM
+    with pytest.raises(ERRORS) as exc:
+        fs.mkdir(main, ".lakefuse", 0o755)
+    assert errno_of(exc) == errno.EEXIST
+    with pytest.raises(ERRORS) as exc:
+        drive.rename("sales/main/top.csv", "sales/main/.lakefuse")
+    assert errno_of(exc) == errno.EPERM
+    for call in (lambda: fs.link(drive.ino("sales/main/top.csv"), main, "h"),
+                 lambda: fs.symlink(main, "s", b"top.csv"), lambda: fs.mknod(main, "n", stat.S_IFIFO | 0o644)):
+        with pytest.raises(ERRORS) as exc:
+            call()
+        assert errno_of(exc) == errno.EPERM
+    assert stat.S_ISREG(fs.mknod(main, "plain", stat.S_IFREG | 0o644).mode)
+    with pytest.raises(ERRORS) as exc:
+        fs.mkdir(drive.ino("sales"), "newbranch", 0o755)
+    assert errno_of(exc) == errno.EPERM
+
+
+def test_invalid_utf8_names_are_refused(fs, drive):
+    with pytest.raises(ERRORS) as exc:
+        fs.create(drive.ino("sales/main"), b"\xff\xfe", 0o644, os.O_WRONLY)
+    assert errno_of(exc) == errno.EILSEQ
+
+
+# ------------------------------------------------------------------ control files
+
+def test_commit_through_the_control_file(fs, drive, backend):
+    drive.write("sales/main/new.txt", b"n")
+    status = drive.read("sales/main/.lakefuse/status").decode()
+    assert status == "+ new.txt\n"
+    drive.commit("sales/main", "add new.txt\n")
+    head = drive.read("sales/main/.lakefuse/head").decode().strip()
+    assert head == backend.branch_head("sales", "main")
+    assert drive.read("sales/main/.lakefuse/commit").decode() == head + "\n"
+    assert drive.read("sales/main/.lakefuse/status") == b""
+    assert drive.listdir(f"sales/{head}") == ["a", "new.txt", "top.csv"]
+
+
+def test_commit_without_changes_fails_with_enodata_and_says_why(drive):
+    with pytest.raises(ERRORS) as exc:
+        drive.commit("sales/main", "nothing")
+    assert exc.value.errno == errno.ENODATA
+    assert drive.read("sales/main/.lakefuse/commit").decode().startswith("error: no changes")
+
+
+def test_commit_uploads_files_still_open_for_writing(fs, drive, backend):
+    parent, _ = drive.parent("sales/main/open.txt")
+    result, _ = fs.create(parent, "open.txt", 0o100644, os.O_WRONLY | os.O_CREAT)
+    fs.write(result.fh, 0, b"in progress")
+    drive.commit("sales/main", "with an open file")
+    head = backend.branch_head("sales", "main")
+    assert drive.read(f"sales/{head}/open.txt") == b"in progress"
+    fs.release(result.fh)
+
+
+def test_control_files_refuse_writes_except_commit(fs, drive):
+    for name in ("head", "status"):
+        with pytest.raises(ERRORS) as exc:
+            fs.open(drive.ino(f"sales/main/.lakefuse/{name}"), os.O_WRONLY)
+        assert errno_of(exc) == errno.EACCES
+    assert fs.open(drive.ino("sales/main/.lakefuse/commit"), os.O_WRONLY).direct_io
+
+
+# ------------------------------------------------------------------ other writers
+
+def test_another_writers_change_shows_after_the_branch_timeout(backend, tmp_path, make_driver):
+    fs = LakeFilesystem(backend, spool_dir=str(tmp_path / "s"), branch_ttl=0.2)
+    d = make_driver(fs)
+    assert d.read("sales/main/top.csv") == b"x,y\n1,2\n"
+    backend.put_object("sales", "main", "top.csv", b"updated elsewhere")
+    backend.put_object("sales", "main", "fresh.txt", b"f")
+    time.sleep(0.3)
+    assert d.read("sales/main/top.csv") == b"updated elsewhere"
+    assert "fresh.txt" in d.listdir("sales/main")
+
+
+def test_backend_errors_keep_their_errno(tmp_path, make_driver):
+    class Failing(MemoryBackend):
+        def get_entry(self, *args):
+            from lakefuse.errors import StorageError
+
+            raise StorageError("database down")
+
+    backend = Failing()
+    backend.create_repository("r")
+    d = make_driver(LakeFilesystem(backend, spool_dir=str(tmp_path / "s")))
+    with pytest.raises(ERRORS) as exc:
+        d.ino("r/main/x")
+    assert exc.value.errno == errno.EIO
+
+
+# ------------------------------------------------------------------ batching and streaming
+
+def test_stat_of_many_siblings_lists_pages_instead_of_one_get_each(backend, tmp_path, make_driver):
+    backend.put_entries("sales", "main", [(f"many/f{i:04d}", b"x") for i in range(3000)])
+    fs = LakeFilesystem(backend, spool_dir=str(tmp_path / "s"))
+    d = make_driver(fs)
+    many = d.ino("sales/main/many")
+    backend.calls.clear()
+    for i in range(3000):
+        assert fs.lookup(many, f"f{i:04d}").size == 1
+    with pytest.raises(ERRORS):
+        fs.lookup(many, "f9999")
+    assert backend.calls["get_entry"] + backend.calls["list_entries"] <= 12
+
+
+def test_big_sequential_writes_stream_to_storage_while_written(fs, drive, backend, monkeypatch):
+    import lakefuse.fs.filesystem as filesystem
+
+    monkeypatch.setattr(filesystem, "TAIL_UPLOAD_MIN_BYTES", 1000)
+    parent, _ = drive.parent("sales/main/stream.bin")
+    result, attrs = fs.create(parent, "stream.bin", 0o100644, os.O_WRONLY | os.O_CREAT)
+    payload = os.urandom(50_000)
+    for offset in range(0, len(payload), 4096):
+        fs.write(result.fh, offset, payload[offset:offset + 4096])
+    fs.setattr(attrs.ino, mode=0o600)  # changed while streaming: restaged after
+    fs.release(result.fh)
+    assert backend.calls["upload_stream"] == 1 and backend.calls["upload_file"] == 0
+    entry = backend.get_entry("sales", backend.resolve_ref("sales", "main"), "stream.bin")
+    assert backend.object_bytes(entry) == payload and entry.metadata[MODE_KEY] == "600"
+
+
+def test_a_write_that_is_not_an_append_abandons_the_stream(fs, drive, backend, monkeypatch):
+    import lakefuse.fs.filesystem as filesystem
+
+    monkeypatch.setattr(filesystem, "TAIL_UPLOAD_MIN_BYTES", 1000)
+    parent, _ = drive.parent("sales/main/patched.bin")
+    result, _ = fs.create(parent, "patched.bin", 0o100644, os.O_RDWR | os.O_CREAT)
+    payload = bytearray(os.urandom(20_000))
+    for offset in range(0, len(payload), 4096):
+        fs.write(result.fh, offset, bytes(payload[offset:offset + 4096]))
+    fs.write(result.fh, 10, b"PATCH")
+    payload[10:15] = b"PATCH"
+    fs.release(result.fh)
+    assert backend.calls["upload_file"] == 1
+    assert drive.read("sales/main/patched.bin") == bytes(payload)
+
+
+def test_unlink_while_streaming_uploads_nothing(fs, drive, backend, monkeypatch):
+    import lakefuse.fs.filesystem as filesystem
+
+    monkeypatch.setattr(filesystem, "TAIL_UPLOAD_MIN_BYTES", 1000)
+    parent, _ = drive.parent("sales/main/gone.bin")
+    result, _ = fs.create(parent, "gone.bin", 0o100644, os.O_WRONLY | os.O_CREAT)
+    fs.write(result.fh, 0, os.urandom(5000))
+    fs.unlink(parent, "gone.bin")
+    fs.release(result.fh)
+    assert backend.get_entry("sales", backend.resolve_ref("sales", "main"), "gone.bin") is None

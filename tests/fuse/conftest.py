@@ -1,0 +1,45 @@
+"""Fixtures of the kernel mount tests: a lakefuse home seeded through the core (module-wide),
+every repository mounted read-write, and a fresh branch per test.  See lakemount.py."""
+
+from __future__ import annotations
+
+import itertools
+import os
+
+import pytest
+
+from lakemount import LakeHome, MountedLake, require_fuse
+
+_names = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def lake_home(tmp_path_factory):
+    require_fuse()
+    home = LakeHome(tmp_path_factory.mktemp("lakehome"))
+    home.create_repository("sales")
+    catalog = home.catalog
+    catalog.upload_bytes("sales", "main", "data/a.csv", b"id,v\n1,2\n")
+    catalog.upload_bytes("sales", "main", "data/sub/b.txt", b"bee")
+    catalog.upload_bytes("sales", "main", "readme.md", b"# sales\n")
+    catalog.commit("sales", "main", "seed", "tests")
+    catalog.create_tag("sales", "v1", "main")
+    yield home
+    home.close()
+
+
+@pytest.fixture(scope="module")
+def lake(lake_home, tmp_path_factory):
+    """Every repository mounted read-write (module-wide: tests use their own branches)."""
+    mount = MountedLake(lake_home, tmp_path_factory.mktemp("mnt") / "lake")
+    mount.start()
+    yield mount
+    mount.stop()
+
+
+@pytest.fixture
+def branch(lake_home, lake):
+    """A fresh branch of sales (from main) and its directory in the mount."""
+    name = f"b{next(_names)}-{os.getpid()}"
+    lake_home.catalog.create_branch("sales", name, "main")
+    return lake / f"sales/{name}"

@@ -1,0 +1,291 @@
+"""Through a real kernel mount: the layout, shell tools on a branch compared with a local
+directory, commits through the control file, concurrency, bad input, and what another writer's
+change looks like."""
+
+from __future__ import annotations
+
+import errno
+import filecmp
+import os
+import stat
+import subprocess
+import tarfile
+import time
+from pathlib import Path
+
+import pytest
+
+from lakemount import MountedLake, is_mounted, mounted
+
+
+def run(*cmd: str, cwd=None) -> str:
+    result = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, f"{' '.join(cmd)} failed ({result.returncode}): {result.stderr}"
+    return result.stdout
+
+
+def assert_same_tree(left: Path, right: Path) -> None:
+    cmp = filecmp.dircmp(left, right)
+    problems = []
+
+    def walk(c, prefix=""):
+        problems.extend(f"{prefix}{n}: only in {c.left}" for n in c.left_only)
+        problems.extend(f"{prefix}{n}: only in {c.right}" for n in c.right_only)
+        for name in c.common_files:
+            if (Path(c.left) / name).read_bytes() != (Path(c.right) / name).read_bytes():
+                problems.append(f"{prefix}{name}: contents differ")
+        for name, sub in c.subdirs.items():
+            walk(sub, f"{prefix}{name}/")
+
+    walk(cmp)
+    assert not problems, "\n".join(problems)
+
+
+def test_layout_and_mount_table(lake):
+    assert os.listdir(lake.mountpoint) == ["sales"]
+    assert sorted(os.listdir(lake / "sales")) == ["main", "v1"]
+    assert sorted(os.listdir(lake / "sales/main")) == ["data", "readme.md"]
+    assert (lake / "sales/v1/data/a.csv").read_bytes() == b"id,v\n1,2\n"
+    assert "fuse.lakefuse" in run("findmnt", "-n", "-o", "FSTYPE", str(lake.mountpoint))
+    assert run("df", "--output=source", str(lake.mountpoint)).split()[-1] == "lakefuse"
+
+
+def test_shell_tools_on_a_branch_behave_like_a_local_directory(branch, tmp_path):
+    local = tmp_path / "local"
+    local.mkdir()
+    source = tmp_path / "src"
+    (source / "deep/er").mkdir(parents=True)
+    for i in range(20):
+        (source / f"f{i}.txt").write_text(f"file {i}\n" * (i + 1))
+    (source / "deep/er/x.bin").write_bytes(os.urandom(300_000))
+    os.utime(source / "f1.txt", (1_500_000_000, 1_500_000_000))
+    with tarfile.open(tmp_path / "t.tar", "w") as tar:
+        tar.add(source, arcname="archive")
+
+    run("cp", "-r", str(branch) + "/.", str(local))  # the branch's own files
+    for target in (local, branch):
+        run("cp", "-r", str(source), str(target / "copied"))
+        run("cp", "-p", str(source / "f1.txt"), str(target / "kept.txt"))
+        run("mkdir", "-p", str(target / "m/n/o"))
+        run("touch", str(target / "m/n/o/touched"))
+        run("mv", str(target / "copied/f2.txt"), str(target / "m/moved.txt"))
+        run("mv", str(target / "copied/deep"), str(target / "m/deepmoved"))
+        run("rsync", "-a", str(source) + "/", str(target / "synced"))
+        run("tar", "-xf", str(tmp_path / "t.tar"), "-C", str(target))
+        run("rm", "-r", str(target / "copied"))
+        (target / "appended.txt").write_text("one\n")
+        with open(target / "appended.txt", "a") as f:
+            f.write("two\n")
+
+    assert_same_tree(local, branch)
+    kept = os.stat(branch / "kept.txt")
+    assert kept.st_mtime == 1_500_000_000
+    assert stat.S_IMODE(kept.st_mode) == stat.S_IMODE(os.stat(source / "f1.txt").st_mode)
+    assert sorted(run("find", ".", cwd=branch).split()) == sorted(run("find", ".", cwd=local).split())
+    du = int(run("du", "-sb", str(branch / "synced")).split()[0])
+    assert du >= 300_000
+    listing = run("ls", "-l", str(branch / "synced"))
+    assert "f19.txt" in listing and "deep" in listing
+    assert run("cat", str(branch / "m/moved.txt")) == "file 2\n" * 3
+    # a second rsync finds nothing to transfer (sizes and mtimes were kept)
+    out = run("rsync", "-ai", str(source) + "/", str(branch / "synced"))
+    assert not [line for line in out.splitlines() if line.startswith(">f")], out
+
+
+def test_commit_through_the_control_file(branch, lake, lake_home):
+    (branch / "new.csv").write_text("a,b\n")
+    (branch / "data/a.csv").unlink()
+    status = (branch / ".lakefuse/status").read_text()
+    assert "+ new.csv" in status and "- data/a.csv" in status
+    (branch / ".lakefuse/commit").write_text("add new.csv\n")
+    commit_id = (branch / ".lakefuse/commit").read_text().strip()
+    assert len(commit_id) == 64
+    assert (branch / ".lakefuse/head").read_text().strip() == commit_id
+    assert (branch / ".lakefuse/status").read_text() == ""
+    commit_dir = lake / "sales" / commit_id
+    assert sorted(os.listdir(commit_dir)) == ["data", "new.csv", "readme.md"]
+    assert sorted(os.listdir(commit_dir / "data")) == ["sub"]
+    assert (commit_dir / "new.csv").read_text() == "a,b\n"
+    assert lake_home.catalog.get_commit("sales", commit_id).message == "add new.csv"
+    assert sorted(os.listdir(lake / "sales" / commit_id[:12])) == ["data", "new.csv", "readme.md"]
+    with pytest.raises(OSError) as exc:
+        (commit_dir / "new.csv").write_text("no")
+    assert exc.value.errno == errno.EROFS
+
+
+def test_commit_with_no_changes_fails_on_close_and_says_why(branch):
+    with pytest.raises(OSError) as exc:
+        with open(branch / ".lakefuse/commit", "w") as f:
+            f.write("nothing to commit")
+    assert exc.value.errno == errno.ENODATA
+    assert (branch / ".lakefuse/commit").read_text().startswith("error: ")
+
+
+def test_commit_while_a_file_is_open_for_writing(branch, lake):
+    with open(branch / "open.bin", "wb") as f:
+        f.write(b"x" * 100_000)
+        f.flush()
+        (branch / ".lakefuse/commit").write_text("with an open file")
+        f.write(b"y")
+    commit_id = (branch / ".lakefuse/commit").read_text().strip()
+    assert (lake / "sales" / commit_id / "open.bin").read_bytes() == b"x" * 100_000
+    assert (branch / "open.bin").read_bytes() == b"x" * 100_000 + b"y"
+
+
+def test_two_processes_write_different_files_concurrently(branch):
+    script = ("import sys, os\n"
+              "p = sys.argv[1]\n"
+              "for i in range(30):\n"
+              "    with open(os.path.join(p, f'{sys.argv[2]}-{i}'), 'wb') as f:\n"
+              "        f.write(sys.argv[2].encode() * 10000)\n")
+    import sys
+
+    procs = [subprocess.Popen([sys.executable, "-c", script, str(branch), name]) for name in ("p", "q")]
+    for proc in procs:
+        assert proc.wait(120) == 0
+    names = sorted(os.listdir(branch))
+    assert len([n for n in names if n.startswith(("p-", "q-"))]) == 60
+    assert (branch / "q-29").read_bytes() == b"q" * 10000
+
+
+def test_large_file_sequential_and_random_io(branch):
+    data = bytearray(os.urandom(24 * 1024 * 1024))
+    path = branch / "big.bin"
+    path.write_bytes(data)
+    assert path.stat().st_size == len(data)
+    with open(path, "r+b") as f:
+        for offset in (5, 1 << 20, 7_777_777, len(data) - 3):
+            f.seek(offset)
+            f.write(b"XYZ")
+            data[offset:offset + 3] = b"XYZ"
+        f.seek(0, 2)
+        f.write(b"tail")
+        data += b"tail"
+        f.truncate(len(data) - 1)
+        del data[-1:]
+    assert path.read_bytes() == bytes(data)
+    with open(path, "rb") as f:
+        f.seek(7_777_770)
+        assert f.read(20) == bytes(data[7_777_770:7_777_790])
+
+
+def test_bad_input_gets_clear_errnos(lake, branch):
+    def errno_of(fn) -> int:
+        with pytest.raises(OSError) as exc:
+            fn()
+        return exc.value.errno
+
+    assert errno_of(lambda: (lake / "sales/v1/new.txt").write_text("x")) == errno.EROFS
+    assert errno_of(lambda: (lake / "sales/v1/readme.md").write_text("x")) == errno.EROFS
+    assert errno_of(lambda: (lake / "sales/v1/data").rename(lake / "sales/v1/d2")) == errno.EROFS
+    assert errno_of(lambda: (branch / ("x" * 256)).write_text("x")) == errno.ENAMETOOLONG
+    assert errno_of(lambda: (branch / ".lakefuse/mine").write_text("x")) in (errno.EPERM, errno.EACCES)
+    assert errno_of(lambda: os.mkdir(branch / ".lakefuse")) == errno.EEXIST
+    assert errno_of(lambda: os.listdir(lake / "sales/no-such-ref")) == errno.ENOENT
+    assert errno_of(lambda: os.listdir(lake / "nosuchrepo")) == errno.ENOENT
+    assert errno_of(lambda: os.symlink("readme.md", branch / "link")) == errno.EPERM
+    assert errno_of(lambda: os.link(branch / "readme.md", branch / "hard")) == errno.EPERM
+    assert errno_of(lambda: os.mkfifo(branch / "fifo")) == errno.EPERM
+    assert errno_of(lambda: os.rmdir(branch / "data")) == errno.ENOTEMPTY
+    assert errno_of(lambda: os.mkdir(lake / "sales/newbranch")) == errno.EPERM
+    assert ".lakefuse" not in os.listdir(branch)
+    (branch / ("y" * 255)).write_text("fine")
+
+
+def test_metadata_chmod_utime_and_xattrs(branch):
+    path = branch / "meta.txt"
+    path.write_text("m")
+    os.chmod(path, 0o640)
+    os.utime(path, ns=(1_600_000_000_500_000_000, 1_600_000_000_500_000_000))
+    st = os.stat(path)
+    assert stat.S_IMODE(st.st_mode) == 0o640 and st.st_mtime_ns == 1_600_000_000_500_000_000
+    os.setxattr(path, "user.owner", b"ana")
+    assert os.getxattr(path, "user.owner") == b"ana"
+    assert len(os.getxattr(path, "lakefuse.checksum")) == 32
+    assert os.getxattr(path, "lakefuse.physical_address").startswith(b"data/")
+    assert "user.owner" in os.listxattr(path)
+    os.removexattr(path, "user.owner")
+    with pytest.raises(OSError) as exc:
+        os.getxattr(path, "user.owner")
+    assert exc.value.errno == errno.ENODATA
+    os.chown(path, os.getuid(), os.getgid())  # accepted
+
+
+def test_another_writer_shows_within_about_a_second(branch, lake_home):
+    name = branch.name
+    (branch / "data/a.csv").read_bytes()
+    assert "elsewhere.txt" not in os.listdir(branch)
+    lake_home.catalog.upload_bytes("sales", name, "elsewhere.txt", b"from the API")
+    lake_home.catalog.upload_bytes("sales", name, "data/a.csv", b"changed by the API")
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline:
+        if "elsewhere.txt" in os.listdir(branch) and (branch / "data/a.csv").read_bytes() == b"changed by the API":
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail("the other writer's change did not show within 3 s")
+    assert (branch / "elsewhere.txt").read_bytes() == b"from the API"
+
+
+def test_rename_of_a_directory_with_many_files(branch):
+    src = branch / "many"
+    src.mkdir()
+    for i in range(200):
+        (src / f"f{i:03d}").write_text(str(i))
+    os.rename(src, branch / "renamed")
+    assert sorted(os.listdir(branch / "renamed")) == [f"f{i:03d}" for i in range(200)]
+    assert (branch / "renamed/f123").read_text() == "123"
+    assert not src.exists()
+
+
+def test_mounts_of_one_repository_one_ref_and_read_only(lake_home, tmp_path):
+    with mounted(lake_home, tmp_path / "repo", "lakefs://sales") as m:
+        assert {"main", "v1"} <= set(os.listdir(m.mountpoint))
+    with mounted(lake_home, tmp_path / "ref", "lakefs://sales/v1") as m:
+        assert sorted(os.listdir(m.mountpoint)) == ["data", "readme.md"]
+    with mounted(lake_home, tmp_path / "ro", "lakefs://sales/main", ("--read-only",)) as m:
+        assert (m / "readme.md").read_bytes() == b"# sales\n"
+        with pytest.raises(OSError) as exc:
+            (m / "x").write_text("x")
+        assert exc.value.errno == errno.EROFS
+        assert "ro" in run("findmnt", "-n", "-o", "OPTIONS", str(m.mountpoint)).split(",")
+
+
+def test_sigterm_uploads_open_files_then_unmounts(lake_home, tmp_path):
+    lake_home.catalog.create_branch("sales", "sigterm", "main")
+    mount = MountedLake(lake_home, tmp_path / "sig", "lakefs://sales/sigterm").start()
+    try:
+        f = open(mount / "pending.txt", "wb")
+        f.write(b"written before SIGTERM")
+        f.flush()
+        assert mount.stop() == 0
+        with pytest.raises(OSError):
+            f.close()
+    finally:
+        mount.stop()
+    assert lake_home.catalog.read_object("sales", "sigterm", "pending.txt") == b"written before SIGTERM"
+    assert "uploading written files" in mount.logs()
+
+
+def test_daemon_mode_reports_readiness_and_errors(lake_home, tmp_path):
+    import sys
+
+    mountpoint = tmp_path / "daemon"
+    mountpoint.mkdir()
+    cmd = [sys.executable, "-m", "lakefuse.fuse"]
+    env = dict(lake_home.env)
+    result = subprocess.run(cmd + ["mount", "--log-file", str(tmp_path / "d.log"), str(mountpoint), "lakefs://sales"],
+                            env=env, capture_output=True, text=True, timeout=120)
+    try:
+        assert result.returncode == 0, result.stderr
+        assert {"main", "v1"} <= set(os.listdir(mountpoint))  # ready when the parent returned
+    finally:
+        out = subprocess.run(cmd + ["umount", str(mountpoint)], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert not is_mounted(str(mountpoint))
+    failed = subprocess.run(cmd + ["mount", str(mountpoint), "lakefs://nosuchrepo"], env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert failed.returncode == 3
+    assert failed.stderr.strip().count("\n") == 0 and "nosuchrepo" in failed.stderr
+    not_mounted = subprocess.run(cmd + ["umount", str(mountpoint)], env=env, capture_output=True, text=True)
+    assert not_mounted.returncode != 0 and "not mounted" in not_mounted.stderr
