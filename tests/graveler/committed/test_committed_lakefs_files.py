@@ -13,7 +13,7 @@ from lakefuse.graveler.sstable import SSTableReader
 
 from conftest import CountingMemoryBlock
 
-LAKEFS_FILES = Path(__file__).parent / "lakefs_files"
+LAKEFS_FILES = Path(__file__).resolve().parents[2] / "data" / "lakefs_files"
 
 
 def read(name: str) -> SSTableReader:

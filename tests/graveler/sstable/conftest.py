@@ -1,6 +1,5 @@
 """Fixtures of the SSTable format tests: tables written with write_sstable and opened, and
-the lakeFS-written files of ``shared/compat`` (located relative to the repository: the
-directory beside the repository root; tests using them skip only if it is absent)."""
+the lakeFS-written files (a copy of ``shared/compat`` kept in ``tests/data/lakefs_files``)."""
 
 from __future__ import annotations
 
@@ -19,13 +18,11 @@ def _repo_root() -> Path:
     raise RuntimeError("repository root (pyproject.toml) not found above the tests")
 
 
-COMPAT_DIR = _repo_root().parent / "shared" / "compat"
+COMPAT_DIR = _repo_root() / "tests" / "data" / "lakefs_files"
 
 
 @pytest.fixture
 def compat_dir() -> Path:
-    if not COMPAT_DIR.is_dir():
-        pytest.skip(f"lakeFS compat SSTables not available: {COMPAT_DIR} does not exist")
     return COMPAT_DIR
 
 

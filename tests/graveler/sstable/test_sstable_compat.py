@@ -1,6 +1,6 @@
 """Reading SSTables written by lakeFS itself (Go, pebble, format v2, Snappy blocks).
 
-The three files live in ``shared/compat`` beside the repository (see its README); they come
+The three files are a copy of ``shared/compat`` in ``tests/data/lakefs_files``; they come
 from lakeFS's ``clients/spark/src/test/resources/sstable/``.
 """
 
