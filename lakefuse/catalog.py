@@ -2,15 +2,18 @@
 
 Owns what the version-control core leaves opaque: an object's data lives in the repository's
 storage namespace under a unique physical address (``data/<12 hex ms><20 hex random>``, so
-addresses sort by upload time), its metadata is an ``Entry`` (size, mtime, hex MD5 checksum
+addresses sort by upload time), its metadata is an ``Entry`` (size, mtime, hex SHA-256 checksum
 computed while the bytes stream to storage, content type, user metadata) stored as a
 ``ValueRecord`` through ``committed.encoding.entry_to_record``.  Paths are ``str`` here and
-UTF-8 ``bytes`` keys in the Graveler.
+UTF-8 ``bytes`` keys in the Graveler.  A checksum is an opaque string to everything but
+``ChecksumVerifier``: imported objects carry their source's (an S3 ETag, ...), and entries
+written before SHA-256 carry an MD5.
 
 Everything version-control (branches, commits, merges, diffs) is forwarded to the Graveler with
 records turned into entries; see ``lakefuse.graveler.graveler`` for the semantics.  Reads of an
-object's whole content check its size and MD5 (``CorruptedData`` on mismatch); range reads do
-not (they cannot).
+object's whole content check its size and checksum (``CorruptedData`` on mismatch) when the
+checksum is a digest we can recompute (SHA-256, or MD5 for older entries and single-part S3
+ETags); range reads do not (they cannot).
 """
 
 from __future__ import annotations
@@ -39,7 +42,11 @@ DEFAULT_CONTENT_TYPE = "application/octet-stream"
 DATA_PREFIX = "data/"
 ACTIONS_PREFIX = "_lakefs_actions/"
 _ACTION_SUFFIXES = (b".yaml", b".yml")
-_MD5_RE = re.compile(r"^[0-9a-f]{32}$")
+_HEX_DIGEST_RE = re.compile(r"^[0-9a-f]+$")
+#: hex digest length -> the hash that makes it; 32 hex digits are MD5 (entries written before
+#: SHA-256 became the checksum, and single-part S3 ETags)
+_VERIFIABLE_DIGESTS = {64: "sha256", 32: "md5"}
+_SHA256_HEX_RE = re.compile(r"^[0-9a-f]{64}$")
 _CHUNK = 1024 * 1024
 
 
@@ -75,13 +82,57 @@ class Difference:
     right: Entry | None
 
 
+def content_hasher():
+    """A new hasher of object contents: an entry's checksum is its ``hexdigest()`` (SHA-256).
+    Callers that hash bytes themselves (the mount, while a file is written) use this and pass
+    the result to ``Catalog.upload_file(checksum=...)``."""
+    return hashlib.sha256()
+
+
+def _file_checksum(local_path: str | os.PathLike) -> str:
+    hasher = content_hasher()
+    try:
+        with open(local_path, "rb", buffering=0) as handle:
+            while chunk := handle.read(_CHUNK):
+                hasher.update(chunk)
+    except OSError as exc:
+        raise InvalidArgument(f"cannot read {os.fspath(local_path)!r}: {exc.strerror or exc}") from None
+    return hasher.hexdigest()
+
+
+class ChecksumVerifier:
+    """Checks bytes read back against their entry: ``update`` with every chunk in order,
+    then ``check()`` raises ``CorruptedData`` if the size differs, or the checksum does when
+    it is a digest this can recompute (else only the size is checked)."""
+
+    def __init__(self, entry: Entry):
+        self.entry = entry
+        self.size = 0
+        checksum = entry.checksum
+        name = _VERIFIABLE_DIGESTS.get(len(checksum)) if _HEX_DIGEST_RE.match(checksum) else None
+        self._hasher = None if name is None else hashlib.new(name, usedforsecurity=False)
+
+    def update(self, data) -> None:
+        self.size += len(data)
+        if self._hasher is not None:
+            self._hasher.update(data)
+
+    def check(self) -> None:
+        entry = self.entry
+        if self.size != entry.size:
+            raise CorruptedData(f"object {entry.physical_address}: {self.size} bytes stored, entry says {entry.size}")
+        if self._hasher is not None and self._hasher.hexdigest() != entry.checksum:
+            raise CorruptedData(f"object {entry.physical_address}: {self._hasher.name.upper()} "
+                                f"{self._hasher.hexdigest()} differs from entry checksum {entry.checksum}")
+
+
 class _HashingReader(io.RawIOBase):
-    """Reads through ``raw`` while computing MD5 and counting bytes."""
+    """Reads through ``raw`` while computing the checksum and counting bytes."""
 
     def __init__(self, raw: BinaryIO):
         super().__init__()
         self._raw = raw
-        self.md5 = hashlib.md5(usedforsecurity=False)
+        self.hasher = content_hasher()
         self.size = 0
 
     def readable(self) -> bool:
@@ -90,7 +141,7 @@ class _HashingReader(io.RawIOBase):
     def read(self, size: int = -1) -> bytes:
         data = self._raw.read(size)
         if data:
-            self.md5.update(data)
+            self.hasher.update(data)
             self.size += len(data)
         return data
 
@@ -251,12 +302,12 @@ class Catalog:
 
     def write_data(self, repo_id: str, stream: BinaryIO) -> tuple[str, int, str]:
         """Store what ``stream`` yields as a new data object of the repository:
-        ``(physical_address, size, md5_hex)``.  Nothing is staged."""
+        ``(physical_address, size, checksum)``.  Nothing is staged."""
         block = self.repository_block(repo_id)
         address = self._new_address()
         reader = _HashingReader(stream)
         block.put_stream(address, reader)
-        return address, reader.size, reader.md5.hexdigest()
+        return address, reader.size, reader.hasher.hexdigest()
 
     def upload_stream(
         self,
@@ -274,6 +325,10 @@ class Catalog:
         metadata = _check_metadata(metadata)
         self.graveler.writable_branch(repo_id, branch_id)  # fail before writing data for nothing
         address, size, checksum = self.write_data(repo_id, stream)
+        return self._stage_new_object(repo_id, branch_id, key, address, size, checksum, content_type, metadata, mtime)
+
+    def _stage_new_object(self, repo_id: str, branch_id: str, key: bytes, address: str, size: int, checksum: str,
+                          content_type: str | None, metadata: dict[str, str], mtime: int | None) -> Entry:
         entry = Entry(
             physical_address=address,
             size=size,
@@ -288,13 +343,45 @@ class Catalog:
     def upload_bytes(self, repo_id: str, branch_id: str, path: str, data: bytes, **options) -> Entry:
         return self.upload_stream(repo_id, branch_id, path, io.BytesIO(bytes(data)), **options)
 
-    def upload_file(self, repo_id: str, branch_id: str, path: str, local_path: str | os.PathLike, **options) -> Entry:
-        try:
-            handle = open(local_path, "rb")
-        except OSError as exc:
-            raise InvalidArgument(f"cannot read {os.fspath(local_path)!r}: {exc.strerror or exc}") from None
-        with handle:
-            return self.upload_stream(repo_id, branch_id, path, handle, **options)
+    def upload_file(
+        self,
+        repo_id: str,
+        branch_id: str,
+        path: str,
+        local_path: str | os.PathLike,
+        *,
+        content_type: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+        mtime: int | None = None,
+        checksum: str | None = None,
+        move: bool = False,
+    ) -> Entry:
+        """Store a local file's bytes and stage the object at ``path``; its entry.
+
+        ``checksum``: the file's ``content_hasher()`` hex digest, when the caller computed it
+        while writing the file (the mount does, for its own spool files): trusted as is,
+        so the file is not read again.  ``move``: the file may be moved into storage instead
+        of copied (renamed on a local namespace on the same filesystem, see
+        ``BlockAdapter.put_file``); it is gone once this returns."""
+        if checksum is None and not move:
+            try:
+                handle = open(local_path, "rb")
+            except OSError as exc:
+                raise InvalidArgument(f"cannot read {os.fspath(local_path)!r}: {exc.strerror or exc}") from None
+            with handle:
+                return self.upload_stream(repo_id, branch_id, path, handle, content_type=content_type,
+                                          metadata=metadata, mtime=mtime)
+        key = _key(path)
+        metadata = _check_metadata(metadata)
+        if checksum is not None and not _SHA256_HEX_RE.match(checksum):
+            raise InvalidArgument(f"checksum must be a lowercase hex SHA-256 digest, got {checksum!r}")
+        self.graveler.writable_branch(repo_id, branch_id)  # fail before writing data for nothing
+        if checksum is None:
+            checksum = _file_checksum(local_path)
+        address = self._new_address()
+        stored = self.repository_block(repo_id).put_file(address, os.fspath(local_path), move=move)
+        return self._stage_new_object(repo_id, branch_id, key, address, stored.size, checksum, content_type, metadata,
+                                      mtime)
 
     def stage_entries(self, repo_id: str, branch_id: str, items: Iterable[tuple[str, Entry | None]]) -> None:
         """Stage entries as they are (``None`` deletes), all or nothing: renames, metadata
@@ -324,7 +411,9 @@ class Catalog:
         block, key = self._locate(repo_id, entry)
         data = block.get(key)
         if verify:
-            self._verify(entry, len(data), hashlib.md5(data, usedforsecurity=False).hexdigest())
+            verifier = ChecksumVerifier(entry)
+            verifier.update(data)
+            verifier.check()
         return data
 
     def read_object(self, repo_id: str, ref: str, path: str, verify: bool = True) -> bytes:
@@ -341,21 +430,12 @@ class Catalog:
         block, key = self._locate(repo_id, entry)
         block.get_to_file(key, os.fspath(local_path))
         if verify:
-            digest = hashlib.md5(usedforsecurity=False)
-            size = 0
+            verifier = ChecksumVerifier(entry)
             with open(local_path, "rb") as handle:
                 while chunk := handle.read(_CHUNK):
-                    digest.update(chunk)
-                    size += len(chunk)
-            self._verify(entry, size, digest.hexdigest())
+                    verifier.update(chunk)
+            verifier.check()
         return entry
-
-    @staticmethod
-    def _verify(entry: Entry, size: int, md5_hex: str) -> None:
-        if size != entry.size:
-            raise CorruptedData(f"object {entry.physical_address}: {size} bytes stored, entry says {entry.size}")
-        if _MD5_RE.match(entry.checksum) and md5_hex != entry.checksum:
-            raise CorruptedData(f"object {entry.physical_address}: MD5 {md5_hex} differs from entry checksum {entry.checksum}")
 
     def list_objects(
         self, repo_id: str, ref: str, prefix: str = "", delimiter: str = "", after: str = "", limit: int = 1000

@@ -128,10 +128,12 @@ def _setup_logging(level: str, log_file: str | None, use_stderr: bool) -> None:
     logging.getLogger("pyfuse3").setLevel(max(logging.INFO, root.level))  # its DEBUG is per request
 
 
-def _spool_dir(cache_dir: Path) -> str:
-    """A spool directory of this process under ``<cache>/spool``; leftovers of dead
-    processes are removed."""
-    base = cache_dir / "spool"
+def _spool_dir(home: Path) -> str:
+    """A spool directory of this process under ``<home>/spool``, beside the default storage
+    root ``<home>/storage``: a finished file is then renamed into a default local storage
+    namespace, not copied (the cache directory may be on another filesystem).  Leftovers of
+    dead processes are removed."""
+    base = home / "spool"
     base.mkdir(parents=True, exist_ok=True)
     for child in base.iterdir():
         m = re.fullmatch(r"(\d+)-\d+", child.name)
@@ -191,7 +193,7 @@ def _serve(args, plan: _Plan, on_ready) -> None:
             store = RamBlockStore(min(config.cache.ram_bytes, 256 * 1024 * 1024))
         block_cache = BlockCache(store)
         backend = AppBackend(app, block_cache)
-        spool = _spool_dir(Path(config.cache.dir))
+        spool = _spool_dir(config.home)
         fs = LakeFilesystem(backend, spool_dir=spool, repo=plan.repo, ref=plan.ref, read_only=args.read_only)
         options = MountOptions(read_only=args.read_only, allow_other=args.allow_other,
                                read_ahead_kb=args.read_ahead_kb)

@@ -98,8 +98,12 @@ class BlockAdapter(abc.ABC):
         """Store ``data`` under ``key`` atomically (readers see the old or the new object)."""
 
     @abc.abstractmethod
-    def put_file(self, key: str, path: str) -> ObjectStat:
-        """Store the contents of a local file, streaming (multipart on S3): never whole in RAM."""
+    def put_file(self, key: str, path: str, move: bool = False) -> ObjectStat:
+        """Store the contents of a local file, streaming (multipart on S3): never whole in RAM.
+        With ``move`` the file is consumed: the local adapter renames it into place when it is
+        on the same filesystem (no copy; the caller must not change the file's bytes through
+        a descriptor it keeps), other adapters copy it, then delete it.  Once this returns the
+        object is durable and ``path`` is gone; if it raises, ``path`` may or may not remain."""
 
     @abc.abstractmethod
     def put_stream(self, key: str, stream: BinaryIO) -> ObjectStat:

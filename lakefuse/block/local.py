@@ -1,8 +1,10 @@
 """The ``local`` block adapter: objects are files under one directory (the default storage).
 
 Owns the mapping of keys to files (``root/<key>``), crash-safe writes (temporary file in the
-same directory, fsync, rename, fsync of the directory), key-ordered listing of the directory
-tree, and the translation of ``OSError`` into ``lakefuse.errors``.
+same directory, fsync, rename, fsync of the directory), moves of finished local files into
+place (``put_file(move=True)``: fsync, rename, fsync of the directory; a copy when the file is
+on another filesystem, is not a regular file or has other hard links), key-ordered listing of
+the directory tree, and the translation of ``OSError`` into ``lakefuse.errors``.
 
 Temporary files are named ``.lakefuse-tmp-*`` (``base.RESERVED_SEGMENT_PREFIX``); keys may not
 use that prefix, and listings never show such files.  A directory can't be an object and a file
@@ -52,13 +54,60 @@ class LocalBlockAdapter(BlockAdapter):
         view = memoryview(data)
         return self._atomic_write(key, lambda fd: _write_all(fd, view))
 
-    def put_file(self, key: str, path: str) -> ObjectStat:
+    def put_file(self, key: str, path: str, move: bool = False) -> ObjectStat:
         check_key(key)
         src_fd = _open_source(path)
         try:
-            return self._atomic_write(key, lambda fd: _copy_fd(src_fd, fd))
+            if move:
+                stat = self._rename_into_place(key, path, src_fd)
+                if stat is not None:
+                    return stat
+            stat = self._atomic_write(key, lambda fd: _copy_fd(src_fd, fd))
         finally:
             os.close(src_fd)
+        if move:
+            _unlink_quietly(path)
+        return stat
+
+    def _rename_into_place(self, key: str, path: str, src_fd: int) -> ObjectStat | None:
+        """Make the file at ``path`` (open as ``src_fd``) the object, durably, by renaming it;
+        None if it must be copied instead (another filesystem, not a plain file at ``path``,
+        other hard links to it)."""
+        try:
+            st = os.fstat(src_fd)
+            at_path = os.lstat(path)
+        except OSError as exc:
+            raise _storage_error("put", key, exc) from None
+        if st.st_nlink != 1 or (at_path.st_dev, at_path.st_ino) != (st.st_dev, st.st_ino):
+            return None
+        target = self._path(key)
+        parent = os.path.dirname(target)
+        try:
+            os.fsync(src_fd)
+        except OSError as exc:
+            raise _storage_error("put", key, exc) from None
+        for _ in range(_MAX_PUT_ATTEMPTS):
+            try:
+                self._make_dirs(key, parent)
+                os.rename(path, target)
+                break
+            except FileNotFoundError:
+                if not os.path.exists(path):
+                    raise StorageError(f"local storage put {key!r}: {path} disappeared while being moved") from None
+                continue  # a concurrent delete pruned a directory on our path: create it again
+            except IsADirectoryError:
+                raise StorageError(f"local storage cannot put {key!r}: it is a directory holding other objects") from None
+            except OSError as exc:
+                if exc.errno == errno.EXDEV:
+                    return None
+                raise _storage_error("put", key, exc) from None
+        else:
+            raise StorageError(f"local storage: cannot create the directory of {key!r} (removed concurrently {_MAX_PUT_ATTEMPTS} times)")
+        try:
+            _fsync_dir(parent)
+        except OSError as exc:
+            raise _storage_error("put", key, exc) from None
+        return ObjectStat(key=key, size=st.st_size, mtime=st.st_mtime)
 
     def put_stream(self, key: str, stream: BinaryIO) -> ObjectStat:
         def fill(fd: int) -> None:

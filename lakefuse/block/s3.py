@@ -133,7 +133,16 @@ class S3BlockAdapter(BlockAdapter):
             return self._put_small(key, full_key, bytes(data))
         return self._put_multipart(key, full_key, io.BytesIO(data))
 
-    def put_file(self, key: str, path: str) -> ObjectStat:
+    def put_file(self, key: str, path: str, move: bool = False) -> ObjectStat:
+        stat = self._put_file(key, path)
+        if move:  # uploaded: the local file is no longer needed
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+        return stat
+
+    def _put_file(self, key: str, path: str) -> ObjectStat:
         full_key = self._full_key(key)
         try:
             source = open(path, "rb")

@@ -5,7 +5,7 @@ paths relative to the directory of the given prefix; a path ending in ``/`` give
 names a directory (the source's file name is appended).  ``upload --recursive`` writes every
 file's data first and stages all entries in one transaction at the end, so an interrupted upload
 stages nothing; ``rm --recursive`` stages its deletions in one transaction too.  Downloads go to a
-temporary file beside the destination, renamed into place once size and MD5 are verified.
+temporary file beside the destination, renamed into place once size and checksum are verified.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import sys
 
 from lakefuse.cli.context import CliContext, object_arg, ref_arg, require_branch
 from lakefuse.cli.output import entry_dict, format_time, human_size, print_fields, write_json
-from lakefuse.errors import CorruptedData, InvalidArgument, ObjectNotFound
+from lakefuse.errors import InvalidArgument, ObjectNotFound
 
 CHUNK = 1024 * 1024
 STDIO = "-"
@@ -127,29 +127,21 @@ def cmd_stat(ctx: CliContext, args) -> int:
 
 
 def _stream_entry(catalog, repository: str, entry, write) -> None:
-    """Pass an object's bytes to ``write`` chunk by chunk, then check size and MD5."""
-    import hashlib
+    """Pass an object's bytes to ``write`` chunk by chunk, then check size and checksum."""
+    from lakefuse.catalog import ChecksumVerifier
 
     reader = catalog.open_entry(repository, entry)
-    digest = hashlib.md5(usedforsecurity=False)
+    verifier = ChecksumVerifier(entry)
     offset = 0
     while offset < entry.size:
         chunk = reader.read(offset, CHUNK)
         if not chunk:
             break
-        digest.update(chunk)
+        verifier.update(chunk)
         write(chunk)
         offset += len(chunk)
     reader.close()
-    if offset != entry.size:
-        raise CorruptedData(f"object {entry.physical_address}: {offset} bytes stored, entry says {entry.size}")
-    if _looks_like_md5(entry.checksum) and digest.hexdigest() != entry.checksum:
-        raise CorruptedData(
-            f"object {entry.physical_address}: MD5 {digest.hexdigest()} differs from entry checksum {entry.checksum}")
-
-
-def _looks_like_md5(checksum: str) -> bool:
-    return len(checksum) == 32 and all(c in "0123456789abcdef" for c in checksum)
+    verifier.check()
 
 
 def _stdout_binary():
@@ -215,7 +207,7 @@ def cmd_upload(ctx: CliContext, args) -> int:
     else:
         entry = catalog.upload_file(uri.repository, uri.ref, path, source, content_type=content_type)
     ctx.out.write(f"Uploaded lakefs://{uri.repository}/{uri.ref}/{path} ({human_size(entry.size)}, "
-                  f"MD5 {entry.checksum})\n")
+                  f"SHA-256 {entry.checksum})\n")
     return 0
 
 

@@ -12,6 +12,7 @@ import getpass
 import os
 from typing import Mapping, Sequence
 
+from lakefuse.catalog import content_hasher
 from lakefuse.errors import ObjectNotFound, RepositoryNotFound
 from lakefuse.fs.backend import Change, ChangeKind, ListedItem, RefKind, ResolvedRef
 from lakefuse.fs.readers import BlockCache, LocalFileReader
@@ -79,9 +80,16 @@ class AppBackend:
         return [ListedItem(item.path, item.entry) for item in listing.items]
 
     def upload_file(self, repo: str, branch: str, key: str, path: str, *, mtime: int,
-                    metadata: Mapping[str, str], content_type: str | None = None) -> Entry:
+                    metadata: Mapping[str, str], content_type: str | None = None,
+                    checksum: str | None = None, move: bool = False) -> Entry:
         return self.catalog.upload_file(repo, branch, key, path, mtime=mtime, metadata=dict(metadata),
-                                        content_type=content_type)
+                                        content_type=content_type, checksum=checksum, move=move)
+
+    def content_hasher(self):
+        return content_hasher()
+
+    def stores_locally(self, repo: str) -> bool:
+        return self.catalog.repository_block(repo).uri.startswith("local://")
 
     def upload_stream(self, repo: str, branch: str, key: str, stream, *, mtime: int,
                       metadata: Mapping[str, str], content_type: str | None = None) -> Entry:

@@ -96,11 +96,23 @@ class LakeBackend(Protocol):
         everything under it is skipped.  ``delimiter=""`` lists recursively."""
 
     def upload_file(self, repo: str, branch: str, key: str, path: str, *, mtime: int,
-                    metadata: Mapping[str, str], content_type: str | None = None) -> Entry:
-        """Store the local file's bytes as a new object and stage it at ``key``; the entry."""
+                    metadata: Mapping[str, str], content_type: str | None = None,
+                    checksum: str | None = None, move: bool = False) -> Entry:
+        """Store the local file's bytes as a new object and stage it at ``key``; the entry.
+        ``checksum``: the file's ``content_hasher()`` hex digest if the caller has it (then the
+        file is not read again); ``move``: the file may be moved into storage rather than
+        copied, and is gone once this returns."""
 
-    # optional: a backend with ``upload_stream`` gets big sequential writes streamed while they
-    # are written (see ``lakefuse.fs.spool.TailUpload``)
+    def content_hasher(self):
+        """A new hashlib-like hasher whose ``hexdigest()`` of an object's bytes is its checksum."""
+
+    def stores_locally(self, repo: str) -> bool:
+        """Whether the repository's objects live on this machine, so a written file is best
+        hashed while written and moved into storage at close (``upload_file(checksum=...,
+        move=True)``) rather than streamed there while written (``upload_stream``)."""
+
+    # optional: a backend with ``upload_stream`` gets big sequential writes to repositories not
+    # ``stores_locally`` streamed while they are written (see ``lakefuse.fs.spool.SpoolTail``)
     def upload_stream(self, repo: str, branch: str, key: str, stream, *, mtime: int,
                       metadata: Mapping[str, str], content_type: str | None = None) -> Entry:
         """Like ``upload_file``, reading a binary stream (``read(n)``) until it returns b""."""

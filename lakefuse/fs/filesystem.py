@@ -21,6 +21,10 @@ Semantics:
 - Writes (branches only, else EROFS): a file being written lives in a local spool file, seeded
   with the object's bytes on the first write that does not truncate it; it is uploaded and
   staged on fsync, flush (close) or a commit; reads through the mount see the spool at once.
+  A big file written sequentially is hashed while it is written (and the spool's pages go to
+  disk meanwhile), and its spool file is moved into a storage namespace on this machine at
+  close (or streamed to remote storage while it is written), so close costs little more than
+  an fsync.  A file created or truncated write-only gets direct I/O (``_writes_from_empty_only``).
 - ``unlink``, ``rmdir`` (ENOTEMPTY unless empty), ``mkdir`` (marker object), ``rename`` of files
   and whole directories (a metadata move: one staging transaction, no data copied).  When the
   last entry of a directory goes away, a marker keeps the directory, as POSIX expects.
@@ -53,7 +57,7 @@ from typing import Callable
 from lakefuse.errors import LakefuseError, ReadOnly
 from lakefuse.fs.backend import LakeBackend, RefKind, ResolvedRef
 from lakefuse.fs.nodes import ROOT_INODE, InodeTable, Node, NodeKind
-from lakefuse.fs.spool import Spool, TailUpload
+from lakefuse.fs.spool import Spool, SpoolTail
 from lakefuse.fs.tree import (
     CONTROL_DIR_NAME,
     MAX_NAME_BYTES,
@@ -78,8 +82,11 @@ STATUS_LIMIT = 100_000
 XATTR_USER = "user."
 XATTR_OBJECT = ("lakefuse.checksum", "lakefuse.physical_address", "lakefuse.content_type", "lakefuse.size")
 ENOATTR = errno.ENODATA
-#: a file written sequentially from empty starts streaming to storage once it is this big
-TAIL_UPLOAD_MIN_BYTES = 8 * 1024 * 1024
+#: a file written sequentially from empty gets a ``SpoolTail`` once it is this big: hashing its
+#: bytes as they arrive (storage on this machine) or streaming them to storage (remote)
+TAIL_MIN_BYTES = 8 * 1024 * 1024
+#: how much a hashing tail reads from the spool at a time
+HASH_CHUNK = 4 * 1024 * 1024
 
 
 class WouldBlock(Exception):
@@ -115,7 +122,7 @@ class OpenFile:
     """The shared state of every open handle of one file node."""
 
     __slots__ = ("node", "lock", "handles", "spool", "dirty", "entry", "mtime_ns", "metadata",
-                 "content_type", "mtime_explicit", "seq_end", "tail")
+                 "content_type", "mtime_explicit", "seq_end", "tail", "uncached_writes")
 
     def __init__(self, node: Node, entry: Entry | None):
         self.node = node
@@ -129,20 +136,24 @@ class OpenFile:
         self.content_type = entry.content_type if entry else None
         self.mtime_explicit = False
         self.seq_end: int | None = None  # end of the bytes appended in order to an empty spool
-        self.tail: TailUpload | None = None  # streaming upload of those bytes
+        self.tail: SpoolTail | None = None  # hashing, or streaming upload, of those bytes
+        self.uncached_writes = False  # written through a direct-I/O handle since the last upload
 
 
 class FileHandle:
-    """One open(2): reads the object it opened (``entry``) until the file gets a spool."""
+    """One open(2): reads the object it opened (``entry``) until the file gets a spool.
+    ``direct_io``: the kernel sends this handle's writes without keeping them in its page
+    cache (see ``_writes_from_empty_only``)."""
 
-    __slots__ = ("open_file", "writable", "entry", "reader", "lock")
+    __slots__ = ("open_file", "writable", "entry", "reader", "lock", "direct_io")
 
-    def __init__(self, open_file: OpenFile, writable: bool, entry: Entry | None):
+    def __init__(self, open_file: OpenFile, writable: bool, entry: Entry | None, direct_io: bool = False):
         self.open_file = open_file
         self.writable = writable
         self.entry = entry
         self.reader = None
         self.lock = threading.Lock()
+        self.direct_io = direct_io
 
 
 class ControlHandle:
@@ -194,6 +205,16 @@ def _entry_mode(entry: Entry | None, default: int) -> int:
     return default
 
 
+def _writes_from_empty_only(flags: int, truncated: bool) -> bool:
+    """Whether an open(2) gets direct I/O: write-only, of a file it creates or truncates (``cp``,
+    ``>``).  The kernel then hands the writer's bytes straight to us instead of first copying
+    them into its page cache as well: half the memory traffic, and no page cache that the
+    written data would also occupy.  Such a handle never reads, and there are no cached pages
+    of the old content to keep coherent; after the upload the kernel's cache is not trusted
+    to hold the new bytes (``OpenFile.uncached_writes``)."""
+    return (flags & os.O_ACCMODE) == os.O_WRONLY and truncated
+
+
 def _decode(name: bytes | str) -> str:
     if isinstance(name, str):
         return name
@@ -225,7 +246,8 @@ class LakeFilesystem:
         self._repo_cache: tuple[float, set[str]] | None = None
         self._ref_cache: dict[tuple[str, str], tuple[float, ResolvedRef]] = {}
         self._unstaged: dict[tuple, Node] = {}  # (tree key, path) -> created file not uploaded yet
-        self._stream_upload = getattr(backend, "upload_stream", None)  # optional: see TailUpload
+        self._stream_upload = getattr(backend, "upload_stream", None)  # optional: see SpoolTail
+        self._stores_locally: dict[str, bool] = {}  # repo -> backend.stores_locally(repo)
         self.root_repo = repo
         self.root_ref = ref
         if repo is None:
@@ -886,7 +908,9 @@ class LakeFilesystem:
                 identity = (of.entry.physical_address, of.entry.checksum)
                 keep_cache = not node.tree.is_branch or node.cache_id == identity
                 node.cache_id = identity
-        return OpenResult(self._new_handle(FileHandle(of, writable, of.entry)), keep_cache=keep_cache)
+        direct_io = _writes_from_empty_only(flags, truncated=bool(flags & os.O_TRUNC))
+        return OpenResult(self._new_handle(FileHandle(of, writable, of.entry, direct_io)), keep_cache=keep_cache,
+                          direct_io=direct_io)
 
     def create(self, parent_ino: int, name: bytes | str, mode: int, flags: int) -> tuple[OpenResult, Attributes]:
         parent = self._node(parent_ino)
@@ -928,30 +952,40 @@ class LakeFilesystem:
                 self._unstaged[(tree.key, path)] = node
         self.table.add_lookup(node)
         writable = (flags & os.O_ACCMODE) in (os.O_WRONLY, os.O_RDWR)
-        fh = self._new_handle(FileHandle(of, writable, of.entry))
-        return OpenResult(fh), self._attrs(node)
+        direct_io = _writes_from_empty_only(flags, truncated=stat is None or bool(flags & os.O_TRUNC))
+        fh = self._new_handle(FileHandle(of, writable, of.entry, direct_io))
+        return OpenResult(fh, direct_io=direct_io), self._attrs(node)
 
     def _ensure_spool(self, of: OpenFile, keep: int | None = None) -> None:
-        """Give ``of`` a spool holding the file's current bytes (the first ``keep`` of them)."""
-        if of.spool is not None:
+        """Give ``of`` a writable spool holding the file's current bytes (the first ``keep``
+        of them): from its object, or from its sealed spool (whose file storage took)."""
+        sealed = of.spool
+        if sealed is not None and not sealed.sealed:
             return
         spool = Spool(self.spool_dir)
         try:
-            entry = of.entry
-            size = entry.size if entry is not None else 0
-            if keep is not None:
-                size = min(size, keep)
-            if size > 0:
-                reader = self.backend.open_reader(of.node.tree.repo, entry)
-                try:
-                    spool.fill_from(reader, size)
-                finally:
-                    reader.close()
+            if sealed is not None:
+                size = sealed.size() if keep is None else min(sealed.size(), keep)
+                if size > 0:
+                    spool.fill_from(sealed, size)
+            else:
+                entry = of.entry
+                size = entry.size if entry is not None else 0
+                if keep is not None:
+                    size = min(size, keep)
+                if size > 0:
+                    reader = self.backend.open_reader(of.node.tree.repo, entry)
+                    try:
+                        spool.fill_from(reader, size)
+                    finally:
+                        reader.close()
         except BaseException:
             spool.close()
             raise
         of.spool = spool
         of.seq_end = 0 if size == 0 else None
+        if sealed is not None:
+            sealed.close()
 
     def read(self, fh: int, offset: int, size: int) -> bytes:
         h = self._handles.get(fh)
@@ -1009,6 +1043,7 @@ class LakeFilesystem:
             self._ensure_spool(of)
             written = of.spool.write(offset, data)
             of.dirty = True
+            of.uncached_writes |= h.direct_io
             of.mtime_ns = time.time_ns()
             of.mtime_explicit = False
             if of.seq_end is not None:
@@ -1019,7 +1054,7 @@ class LakeFilesystem:
                     self._stop_tail(of)
             if of.tail is not None:
                 of.tail.extend(of.seq_end)
-            elif of.seq_end is not None and of.seq_end >= TAIL_UPLOAD_MIN_BYTES and self._stream_upload:
+            elif of.seq_end is not None and of.seq_end >= TAIL_MIN_BYTES:
                 self._start_tail(of)
         return written
 
@@ -1032,15 +1067,40 @@ class LakeFilesystem:
             metadata.pop(MTIME_NS_KEY, None)
         return of.mtime_ns // 1_000_000_000, metadata, of.content_type
 
+    def _local_storage(self, repo: str) -> bool:
+        local = self._stores_locally.get(repo)
+        if local is None:
+            local = self._stores_locally[repo] = bool(self.backend.stores_locally(repo))
+        return local
+
     def _start_tail(self, of: OpenFile) -> None:
+        """Hash the appended bytes as they arrive when storage is on this machine (the spool is
+        moved there at close), else stream them to storage."""
         tree, path = of.node.tree, of.node.path
+        if self._local_storage(tree.repo):
+            hasher = self.backend.content_hasher()
+            spool = of.spool
+
+            def consume(stream) -> str:
+                position = 0
+                while chunk := stream.read(HASH_CHUNK):
+                    hasher.update(chunk)  # hashlib releases the GIL: this runs beside the writes
+                    # storage fsyncs the file at close: have the disk take the bytes meanwhile
+                    spool.start_writeback(position, len(chunk))
+                    position += len(chunk)
+                return hasher.hexdigest()
+
+            of.tail = SpoolTail(spool, of.seq_end, consume, name="lakefuse-spool-hash")
+            return
+        if self._stream_upload is None:
+            return
         mtime, metadata, content_type = self._upload_settings(of)
 
-        def upload(stream):
+        def consume(stream) -> Entry:
             return self._stream_upload(tree.repo, tree.branch, path, stream, mtime=mtime, metadata=metadata,
                                        content_type=content_type)
 
-        of.tail = TailUpload(of.spool, of.seq_end, upload)
+        of.tail = SpoolTail(of.spool, of.seq_end, consume, name="lakefuse-spool-upload")
 
     @staticmethod
     def _stop_tail(of: OpenFile) -> None:
@@ -1048,9 +1108,10 @@ class LakeFilesystem:
         if tail is not None:
             tail.abort()
 
-    def _finish_tail(self, of: OpenFile) -> Entry | None:
-        """The entry of the streaming upload if it holds exactly the file (restaged if
-        metadata changed meanwhile), else None (the caller uploads the spool)."""
+    def _finish_tail(self, of: OpenFile) -> Entry | str | None:
+        """What the tail made of the file's bytes if it read exactly all of them: the entry of
+        a streaming upload (restaged if metadata changed meanwhile) or their checksum; else
+        None (the caller stores the spool the ordinary way)."""
         tail, of.tail = of.tail, None
         node = of.node
         if not node.attached or of.seq_end is None or of.seq_end != of.spool.size() or tail is None:
@@ -1058,11 +1119,16 @@ class LakeFilesystem:
                 tail.abort()
             return None
         try:
-            entry = tail.finish()
+            result = tail.finish()
         except Exception as exc:  # noqa: BLE001 - the ordinary upload follows
-            log.debug("streaming upload of %s failed (%s); uploading the spool", node.path, exc)
+            log.debug("spool tail of %s failed (%s); storing the spool", node.path, exc)
             return None
-        if entry is None or entry.size != of.seq_end:
+        if tail.consumed != of.seq_end:
+            return None
+        if not isinstance(result, Entry):
+            return result  # the checksum
+        entry = result
+        if entry.size != of.seq_end:
             return None
         mtime, metadata, content_type = self._upload_settings(of)
         if entry.mtime != mtime or dict(entry.metadata) != metadata or (content_type and entry.content_type != content_type):
@@ -1122,11 +1188,11 @@ class LakeFilesystem:
                 self._stop_tail(of)
                 of.dirty = False  # unlinked while open: nothing to keep
                 return
-            entry = self._finish_tail(of) if of.tail is not None else None
-            if entry is None:
-                mtime, metadata, content_type = self._upload_settings(of)
-                entry = self.backend.upload_file(tree.repo, tree.branch, node.path, of.spool.path, mtime=mtime,
-                                                 metadata=metadata, content_type=content_type)
+            tail_result = self._finish_tail(of) if of.tail is not None else None
+            if isinstance(tail_result, Entry):
+                entry = tail_result  # streamed while written
+            else:
+                entry = self._store_spool(of, checksum=tail_result)
             of.dirty = False
             of.seq_end = None
             of.entry = entry
@@ -1134,10 +1200,28 @@ class LakeFilesystem:
             of.mtime_explicit = False
             node.stat = PathStat(False, entry)
             node.expires = tree.remember(node.path, node.stat)
-            node.cache_id = (entry.physical_address, entry.checksum)  # the kernel's pages hold these bytes
+            # the kernel's pages hold these bytes, unless some were written around its cache
+            node.cache_id = None if of.uncached_writes else (entry.physical_address, entry.checksum)
+            of.uncached_writes = False
             with self._lock:
                 if self._unstaged.get((tree.key, node.path)) is node:
                     del self._unstaged[(tree.key, node.path)]
+
+    def _store_spool(self, of: OpenFile, checksum: str | None) -> Entry:
+        """Upload the spool and stage it.  Storage on this machine takes the spool file itself
+        (moved, not copied: the spool is sealed first, and a later write copies its bytes to a
+        new spool)."""
+        node = of.node
+        tree = node.tree
+        if of.spool.sealed:  # an earlier move failed half-way: the file may be gone
+            self._ensure_spool(of)
+            checksum = None
+        move = self._local_storage(tree.repo)
+        if move:
+            of.spool.seal()
+        mtime, metadata, content_type = self._upload_settings(of)
+        return self.backend.upload_file(tree.repo, tree.branch, node.path, of.spool.path, mtime=mtime,
+                                        metadata=metadata, content_type=content_type, checksum=checksum, move=move)
 
     def flush_all(self, tree: Tree | None = None) -> list[tuple[str, Exception]]:
         """Upload every written file (of one tree); the failures."""

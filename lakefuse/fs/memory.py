@@ -5,7 +5,9 @@ It implements the lakeFS model just far enough: repositories, branches with a st
 tags, commits with parents, ref expressions (``~N``, ``^N``, commit ID prefixes), listings with
 prefix / delimiter / after served from sorted key lists (bisect, no full scans), uncommitted
 changes, and object bytes kept in a dict.  ``calls`` counts every method call by name so tests
-can assert how much work an operation did.
+can assert how much work an operation did.  ``local_storage`` is what ``stores_locally`` says:
+whether the filesystem hashes big written files while they are written and moves them in at
+close (True), or streams them with ``upload_stream`` (False).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import bisect
 import collections
 import hashlib
+import os
 import re
 import threading
 import time
@@ -22,6 +25,7 @@ from typing import Mapping, Sequence
 from lakefuse.errors import (
     AlreadyExists,
     AmbiguousRef,
+    CorruptedData,
     InvalidArgument,
     NoChanges,
     ObjectNotFound,
@@ -76,7 +80,8 @@ class BytesReader:
 class MemoryBackend:
     """Thread-safe (one lock); see the module docstring."""
 
-    def __init__(self):
+    def __init__(self, local_storage: bool = True):
+        self.local_storage = local_storage
         self._lock = threading.RLock()
         self._repos: dict[str, _Repo] = {}
         self._objects: dict[str, bytes] = {}
@@ -180,13 +185,26 @@ class MemoryBackend:
             return out
 
     def upload_file(self, repo: str, branch: str, key: str, path: str, *, mtime: int,
-                    metadata: Mapping[str, str], content_type: str | None = None) -> Entry:
+                    metadata: Mapping[str, str], content_type: str | None = None,
+                    checksum: str | None = None, move: bool = False) -> Entry:
         self.calls["upload_file"] += 1
+        self.calls["upload_file with checksum"] += checksum is not None
+        self._branch(self._repo(repo), branch)
         with open(path, "rb") as f:
             data = f.read()
         entry = self._store(data, mtime, metadata, content_type)
+        if checksum is not None and checksum != entry.checksum:
+            raise CorruptedData(f"upload of {key!r}: the given checksum {checksum} is not the file's {entry.checksum}")
         self.stage_entries(repo, branch, [(key, entry)])
+        if move:
+            os.unlink(path)
         return entry
+
+    def content_hasher(self):
+        return hashlib.sha256()
+
+    def stores_locally(self, repo: str) -> bool:
+        return self.local_storage
 
     def upload_stream(self, repo: str, branch: str, key: str, stream, *, mtime: int,
                       metadata: Mapping[str, str], content_type: str | None = None) -> Entry:

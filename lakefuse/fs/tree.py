@@ -157,7 +157,10 @@ class Tree:
         name = path.rpartition("/")[2]
         for child_name, _key, stat in page:
             if child_name == name:
-                return self.cached(path) or (stat, self._expiry())
+                found = self.cached(path) or (stat, self._expiry())
+                if found[0] is not None and found[0].is_dir and found[0].entry is None:
+                    return None  # a listing cannot tell whether a directory has a marker: look it up
+                return found
         return None, self.remember(path, None)
 
     def list_dir(self, path: str, after: str, limit: int) -> tuple[list[tuple[str, str, PathStat]], str, bool]:

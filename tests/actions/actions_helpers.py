@@ -33,12 +33,14 @@ class RecordedRequest:
 class HookServer:
     """Paths: ``/ok`` 200, ``/forbidden`` 403 with a short body, ``/error`` 500 with a 4 KiB
     body, ``/slow`` answers after ``SLOW_ENDPOINT_MAX_SECONDS`` (or at teardown), ``/trickle``
-    sends its body a byte every 50 ms, ``/redirect`` 302.  Any other path answers 200."""
+    sends its body a byte every 50 ms, ``/redirect`` 302, ``/switch`` answers ``switch_status`` (a
+    test changes it between calls; a 403 has the short body).  Any other path answers 200."""
 
     port: int = 0
     requests: list[RecordedRequest] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
     release: threading.Event = field(default_factory=threading.Event)
+    switch_status: int = 403
 
     def url(self, path: str) -> str:
         return f"http://127.0.0.1:{self.port}{path}"
@@ -103,6 +105,9 @@ def _handler_for(server: HookServer):
                         self.wfile.flush()
                     except OSError:
                         break
+            elif parts.path == "/switch":
+                status = server.switch_status
+                self._answer(status, FORBIDDEN_BODY.encode() if status == 403 else b"ok")
             elif parts.path == "/redirect":
                 self._answer(302, b"", {"Location": "/ok"})
             else:

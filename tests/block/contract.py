@@ -159,6 +159,33 @@ class BlockAdapterContract:
             adapter.put_file("k", str(tmp_path / "missing.txt"))
         assert not adapter.exists("k")
 
+    # ------------------------------------------------------ put_file(move=True)
+
+    def test_put_file_with_move_stores_the_bytes_and_consumes_the_file(self, adapter, tmp_path):
+        adapter.put("dir/k", b"previous content is replaced")
+        source = tmp_path / "moved.txt"
+        source.write_bytes(b"moved bytes")
+        stat = adapter.put_file("dir/k", str(source), move=True)
+        assert (stat.key, stat.size) == ("dir/k", 11)
+        assert adapter.get("dir/k") == b"moved bytes"
+        assert adapter.stat("dir/k").size == 11
+        assert not source.exists()
+        assert keys_of(adapter.list()) == ["dir/k"]
+
+    def test_put_file_with_move_of_a_missing_file_is_invalid(self, adapter, tmp_path):
+        with pytest.raises(InvalidArgument, match="missing.txt"):
+            adapter.put_file("k", str(tmp_path / "missing.txt"), move=True)
+        assert not adapter.exists("k")
+
+    def test_large_file_moves(self, adapter, tmp_path):
+        source = tmp_path / "large.src"
+        digest = fill_file(source, LARGE_OBJECT_BYTES, seed=b"move")
+        stat = adapter.put_file("big/moved", str(source), move=True)
+        assert stat.size == LARGE_OBJECT_BYTES == adapter.stat("big/moved").size
+        assert not source.exists()
+        adapter.get_to_file("big/moved", str(tmp_path / "back"))
+        assert file_sha256(tmp_path / "back") == digest
+
     # ---------------------------------------------------------------- ranges
 
     def test_get_range(self, adapter):
@@ -312,6 +339,7 @@ class BlockAdapterContract:
         operations = {
             "put": lambda: adapter.put(key, b"x"),
             "put_file": lambda: adapter.put_file(key, str(source)),
+            "put_file(move=True)": lambda: adapter.put_file(key, str(source), move=True),
             "put_stream": lambda: adapter.put_stream(key, io.BytesIO(b"x")),
             "get": lambda: adapter.get(key),
             "get_range": lambda: adapter.get_range(key, 0, 1),

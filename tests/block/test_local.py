@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import threading
 
@@ -119,3 +120,53 @@ def test_permissions_follow_the_umask(store):
     finally:
         os.umask(old)
     assert os.stat(os.path.join(store.root, "k")).st_mode & 0o777 == 0o644
+
+
+def test_a_move_on_the_same_filesystem_renames_the_file_durably(store, tmp_path, monkeypatch):
+    store.put("dir/other", b"x")  # the directory exists: the object's own directory is fsynced
+    source = tmp_path / "spool"
+    source.write_bytes(b"spooled")
+    inode = os.stat(source).st_ino
+    synced = []
+    real_fsync = os.fsync
+
+    def fsync(fd):
+        synced.append(os.path.realpath(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    store.put_file("dir/k", str(source), move=True)
+    target = os.path.join(store.root, "dir", "k")
+    assert os.stat(target).st_ino == inode  # renamed, not copied
+    assert synced == [str(source), os.path.dirname(target)]  # the file before the rename, then the directory
+    assert not source.exists()
+
+
+def test_a_move_across_filesystems_copies_then_deletes(store, tmp_path, monkeypatch):
+    source = tmp_path / "elsewhere"
+    source.write_bytes(b"far away")
+
+    def rename(src, dst):
+        raise OSError(errno.EXDEV, "Invalid cross-device link")
+
+    monkeypatch.setattr(os, "rename", rename)
+    store.put_file("k", str(source), move=True)
+    assert store.get("k") == b"far away"
+    assert not source.exists()
+    assert os.listdir(store.root) == ["k"]  # no temporary file left
+
+
+def test_a_hard_linked_or_symlinked_file_is_copied_not_moved(store, tmp_path):
+    source = tmp_path / "linked"
+    source.write_bytes(b"shared inode")
+    other_name = tmp_path / "other-name"
+    os.link(source, other_name)
+    store.put_file("hard", str(source), move=True)
+    assert os.stat(os.path.join(store.root, "hard")).st_ino != os.stat(other_name).st_ino
+    assert not source.exists() and other_name.read_bytes() == b"shared inode"
+
+    symlink = tmp_path / "symlink"
+    symlink.symlink_to(other_name)
+    store.put_file("soft", str(symlink), move=True)
+    assert store.get("soft") == b"shared inode"
+    assert not os.path.lexists(symlink) and other_name.read_bytes() == b"shared inode"

@@ -522,10 +522,11 @@ def test_stat_of_many_siblings_lists_pages_instead_of_one_get_each(backend, tmp_
     assert backend.calls["get_entry"] + backend.calls["list_entries"] <= 12
 
 
-def test_big_sequential_writes_stream_to_storage_while_written(fs, drive, backend, monkeypatch):
+def test_big_sequential_writes_stream_to_remote_storage_while_written(fs, drive, backend, monkeypatch):
     import lakefuse.fs.filesystem as filesystem
 
-    monkeypatch.setattr(filesystem, "TAIL_UPLOAD_MIN_BYTES", 1000)
+    monkeypatch.setattr(filesystem, "TAIL_MIN_BYTES", 1000)
+    backend.local_storage = False
     parent, _ = drive.parent("sales/main/stream.bin")
     result, attrs = fs.create(parent, "stream.bin", 0o100644, os.O_WRONLY | os.O_CREAT)
     payload = os.urandom(50_000)
@@ -541,7 +542,7 @@ def test_big_sequential_writes_stream_to_storage_while_written(fs, drive, backen
 def test_a_write_that_is_not_an_append_abandons_the_stream(fs, drive, backend, monkeypatch):
     import lakefuse.fs.filesystem as filesystem
 
-    monkeypatch.setattr(filesystem, "TAIL_UPLOAD_MIN_BYTES", 1000)
+    monkeypatch.setattr(filesystem, "TAIL_MIN_BYTES", 1000)
     parent, _ = drive.parent("sales/main/patched.bin")
     result, _ = fs.create(parent, "patched.bin", 0o100644, os.O_RDWR | os.O_CREAT)
     payload = bytearray(os.urandom(20_000))
@@ -550,17 +551,112 @@ def test_a_write_that_is_not_an_append_abandons_the_stream(fs, drive, backend, m
     fs.write(result.fh, 10, b"PATCH")
     payload[10:15] = b"PATCH"
     fs.release(result.fh)
-    assert backend.calls["upload_file"] == 1
+    assert backend.calls["upload_file"] == 1 and backend.calls["upload_file with checksum"] == 0
     assert drive.read("sales/main/patched.bin") == bytes(payload)
 
 
 def test_unlink_while_streaming_uploads_nothing(fs, drive, backend, monkeypatch):
     import lakefuse.fs.filesystem as filesystem
 
-    monkeypatch.setattr(filesystem, "TAIL_UPLOAD_MIN_BYTES", 1000)
+    monkeypatch.setattr(filesystem, "TAIL_MIN_BYTES", 1000)
     parent, _ = drive.parent("sales/main/gone.bin")
     result, _ = fs.create(parent, "gone.bin", 0o100644, os.O_WRONLY | os.O_CREAT)
     fs.write(result.fh, 0, os.urandom(5000))
     fs.unlink(parent, "gone.bin")
     fs.release(result.fh)
     assert backend.get_entry("sales", backend.resolve_ref("sales", "main"), "gone.bin") is None
+
+
+def test_big_sequential_writes_to_local_storage_are_hashed_while_written_then_moved(fs, drive, backend,
+                                                                                   monkeypatch, tmp_path):
+    import lakefuse.fs.filesystem as filesystem
+
+    monkeypatch.setattr(filesystem, "TAIL_MIN_BYTES", 1000)
+    parent, _ = drive.parent("sales/main/hashed.bin")
+    result, attrs = fs.create(parent, "hashed.bin", 0o100644, os.O_WRONLY | os.O_CREAT)
+    payload = os.urandom(50_000)
+    for offset in range(0, len(payload), 4096):
+        fs.write(result.fh, offset, payload[offset:offset + 4096])
+    fs.setattr(attrs.ino, mode=0o600)
+    fs.release(result.fh)
+    # the backend checks the given checksum against the bytes, and deletes the moved file
+    assert backend.calls["upload_file with checksum"] == 1 and backend.calls["upload_stream"] == 0
+    entry = backend.get_entry("sales", backend.resolve_ref("sales", "main"), "hashed.bin")
+    assert backend.object_bytes(entry) == payload and entry.metadata[MODE_KEY] == "600"
+    assert os.listdir(tmp_path / "spool") == []
+
+
+def test_writes_after_the_spool_was_moved_into_storage_go_to_a_copy(fs, drive, backend, tmp_path):
+    parent, _ = drive.parent("sales/main/log.txt")
+    result, _ = fs.create(parent, "log.txt", 0o100644, os.O_RDWR | os.O_CREAT)
+    fs.write(result.fh, 0, b"first line\n")
+    fs.fsync(result.fh)  # stored: the spool file was handed over
+    first = backend.get_entry("sales", backend.resolve_ref("sales", "main"), "log.txt")
+    assert fs.read(result.fh, 0, 100) == b"first line\n"  # still served from the handed-over file
+    fs.write(result.fh, 11, b"second line\n")
+    fs.write(result.fh, 0, b"F")
+    assert fs.read(result.fh, 0, 100) == b"First line\nsecond line\n"
+    fs.release(result.fh)
+    assert backend.object_bytes(first) == b"first line\n"  # the stored object never changed
+    assert drive.read("sales/main/log.txt") == b"First line\nsecond line\n"
+    assert os.listdir(tmp_path / "spool") == []
+
+
+def test_an_upload_that_failed_after_taking_the_spool_file_is_retried_from_its_bytes(backend, tmp_path,
+                                                                                     make_driver):
+    from lakefuse.errors import StorageError
+
+    class FailingOnce(type(backend)):
+        failures = 1
+
+        def upload_file(self, repo, branch, key, path, **options):
+            if self.failures:
+                self.failures -= 1
+                if options.get("move"):
+                    os.unlink(path)  # the file was moved, then staging failed
+                raise StorageError("database down")
+            return super().upload_file(repo, branch, key, path, **options)
+
+    failing = FailingOnce()
+    failing.create_repository("sales")
+    fs = LakeFilesystem(failing, spool_dir=str(tmp_path / "spool"))
+    d = make_driver(fs)
+    parent, _ = d.parent("sales/main/retried.bin")
+    result, _ = fs.create(parent, "retried.bin", 0o100644, os.O_WRONLY | os.O_CREAT)
+    fs.write(result.fh, 0, b"precious bytes")
+    with pytest.raises(StorageError):
+        fs.flush(result.fh)
+    fs.flush(result.fh)
+    fs.release(result.fh)
+    assert d.read("sales/main/retried.bin") == b"precious bytes"
+    assert os.listdir(tmp_path / "spool") == []
+
+
+def test_files_created_or_truncated_write_only_get_direct_io_and_no_kept_cache_after(fs, drive, backend):
+    parent = drive.ino("sales/main")
+    created, _ = fs.create(parent, "new.bin", 0o100644, os.O_WRONLY | os.O_CREAT)
+    assert created.direct_io  # cp, >: the kernel passes the bytes through, caching nothing
+    fs.write(created.fh, 0, b"written around the page cache")
+    fs.release(created.fh)
+    ino = drive.ino("sales/main/new.bin")
+    assert not fs.open(ino, os.O_RDONLY).keep_cache  # the kernel's cache never saw these bytes
+    assert fs.open(ino, os.O_RDONLY).keep_cache
+
+    read_write, _ = fs.create(parent, "rw.bin", 0o100644, os.O_RDWR | os.O_CREAT)
+    assert not read_write.direct_io  # may read (and mmap) what it writes
+    fs.write(read_write.fh, 0, b"cached")
+    fs.release(read_write.fh)
+    assert fs.open(drive.ino("sales/main/rw.bin"), os.O_RDONLY).keep_cache  # write-through: cached
+
+    top = drive.ino("sales/main/top.csv")
+    assert not fs.open(top, os.O_WRONLY).direct_io  # overwrites in place: other readers' pages
+    assert fs.open(top, os.O_WRONLY | os.O_TRUNC).direct_io
+    assert not fs.open(top, os.O_RDONLY).direct_io
+
+
+def test_rmdir_removes_the_marker_even_when_a_listing_answered_the_lookup(fs, drive, backend):
+    runs = drive.mkdir("sales/main/runs")
+    fs.mkdir(runs.ino, "a", 0o755)
+    fs.rmdir(runs.ino, "a")  # its stat came from a page of runs/ (the second miss there)
+    assert backend.get_entry("sales", backend.resolve_ref("sales", "main"), "runs/a/") is None
+    assert drive.listdir("sales/main/runs") == []

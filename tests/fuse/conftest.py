@@ -1,5 +1,6 @@
 """Fixtures of the kernel mount tests: a lakefuse home seeded through the core (module-wide),
-every repository mounted read-write, and a fresh branch per test.  See lakemount.py."""
+every repository mounted read-write, and a fresh branch per test.  See lakemount.py.  The
+``spark`` fixture is the suite's one shared local SparkSession (tests/sparksession.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import os
 import pytest
 
 from lakemount import LakeHome, MountedLake, require_fuse
+from sparksession import spark  # noqa: F401  (shared with tests/spark: one JVM per test session)
 
 _names = itertools.count()
 

@@ -201,7 +201,7 @@ def test_metadata_chmod_utime_and_xattrs(branch):
     assert stat.S_IMODE(st.st_mode) == 0o640 and st.st_mtime_ns == 1_600_000_000_500_000_000
     os.setxattr(path, "user.owner", b"ana")
     assert os.getxattr(path, "user.owner") == b"ana"
-    assert len(os.getxattr(path, "lakefuse.checksum")) == 32
+    assert len(os.getxattr(path, "lakefuse.checksum")) == 64  # hex SHA-256
     assert os.getxattr(path, "lakefuse.physical_address").startswith(b"data/")
     assert "user.owner" in os.listxattr(path)
     os.removexattr(path, "user.owner")

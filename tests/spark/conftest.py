@@ -1,37 +1,17 @@
 """Fixtures of the Spark job tests: ONE local[2] Spark session for the whole test session
-(Spark start-up is slow), and per test an ``App`` over a SQLite database and local storage
+(Spark start-up is slow; the ``spark`` fixture lives in tests/sparksession.py, shared with
+tests/fuse), and per test an ``App`` over a SQLite database and local storage
 namespaces in tmp_path, with small ranges so a few hundred objects span several ranges."""
 
 from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("pyspark", reason="PySpark (the 'spark' extra) is not installed")
-
-from lakefuse.app import App  # noqa: E402
-from lakefuse.config import CacheConfig, CommittedConfig, Config  # noqa: E402
+from lakefuse.app import App
+from lakefuse.config import CacheConfig, CommittedConfig, Config
+from sparksession import spark  # noqa: F401  (the shared session: skips without PySpark/Java, fails under CI=true)
 
 SMALL_RANGES = CommittedConfig(range_min_bytes=2000, range_max_bytes=8000, range_raggedness=16)
-
-
-@pytest.fixture(scope="session")
-def spark():
-    from lakefuse.spark.session import spark_session
-
-    session = spark_session(
-        "local[2]",
-        app_name="lakefuse-tests",
-        conf={
-            "spark.sql.shuffle.partitions": "4",
-            "spark.default.parallelism": "2",
-            "spark.ui.enabled": "false",
-            "spark.driver.host": "127.0.0.1",
-            "spark.driver.bindAddress": "127.0.0.1",
-            "spark.python.worker.reuse": "true",
-        },
-    )
-    yield session
-    session.stop()
 
 
 @pytest.fixture
