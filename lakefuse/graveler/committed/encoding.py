@@ -34,6 +34,7 @@ import struct
 from dataclasses import dataclass
 from typing import Iterable
 
+from lakefuse.graveler.sstable.format import decode_signed_varint, decode_varint
 from lakefuse.errors import CorruptedData, InvalidArgument
 from lakefuse.graveler.model import Entry, RangeID, RangeInfo, ValueRecord
 
@@ -86,28 +87,9 @@ def encode_svarint(value: int) -> bytes:
     return encode_uvarint((value << 1) ^ (value >> 63) if value < 0 else value << 1)
 
 
-def decode_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
-    """Decode an unsigned varint at ``pos``; returns ``(value, next_pos)``."""
-    result = 0
-    shift = 0
-    try:
-        while True:
-            byte = buf[pos]
-            pos += 1
-            result |= (byte & 0x7F) << shift
-            if byte < 0x80:
-                return result, pos
-            shift += 7
-            if shift > 63:
-                raise CorruptedData("varint longer than 10 bytes")
-    except IndexError:
-        raise CorruptedData("truncated varint") from None
-
-
-def decode_svarint(buf: bytes, pos: int) -> tuple[int, int]:
-    """Decode a signed zigzag varint at ``pos``; returns ``(value, next_pos)``."""
-    raw, pos = decode_uvarint(buf, pos)
-    return (raw >> 1) ^ -(raw & 1), pos
+# Decoding is shared with the SSTable layer (the same LEB128 / zigzag varints).
+decode_uvarint = decode_varint
+decode_svarint = decode_signed_varint
 
 
 # ---------------------------------------------------------------------------------------------

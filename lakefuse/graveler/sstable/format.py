@@ -105,9 +105,9 @@ def decode_varint(buf: bytes, pos: int) -> tuple[int, int]:
             result |= (byte & 0x7F) << shift
             shift += 7
             if shift > 63:
-                raise CorruptedData("sstable: varint longer than 10 bytes")
+                raise CorruptedData("varint longer than 10 bytes")
     except IndexError:
-        raise CorruptedData("sstable: truncated varint") from None
+        raise CorruptedData("truncated varint") from None
 
 
 def decode_signed_varint(buf: bytes, pos: int) -> tuple[int, int]:

@@ -10,7 +10,7 @@ from lakefuse.errors import InvalidArgument
 from lakefuse.graveler.committed import CommittedManager
 from lakefuse.graveler.model import ValueRecord
 
-from conftest import SMALL_RANGES, CountingMemoryBlock, make_record, object_keys
+from committed_helpers import SMALL_RANGES, CountingMemoryBlock, make_record, object_keys
 
 N_KEYS = 50_000
 

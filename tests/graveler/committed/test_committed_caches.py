@@ -14,7 +14,7 @@ from lakefuse.graveler.committed import CommittedManager
 from lakefuse.graveler.committed.files import GravelerFiles
 from lakefuse.graveler.committed.writer import write_range
 
-from conftest import SMALL_RANGES, CountingMemoryBlock, make_record, object_keys
+from committed_helpers import SMALL_RANGES, CountingMemoryBlock, make_record, object_keys
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from lakefuse.graveler.committed.encoding import value_to_range_info, value_to_r
 from lakefuse.graveler.model import Entry, RangeInfo
 from lakefuse.graveler.sstable import SSTableReader
 
-from conftest import CountingMemoryBlock
+from committed_helpers import CountingMemoryBlock
 
 LAKEFS_FILES = Path(__file__).resolve().parents[2] / "data" / "lakefs_files"
 

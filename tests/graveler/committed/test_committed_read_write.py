@@ -10,7 +10,7 @@ from lakefuse.graveler.committed import CommittedManager, file_id, prefix_succes
 from lakefuse.graveler.committed.encoding import EMPTY_FILE_ID
 from lakefuse.graveler.model import ValueRecord
 
-from conftest import SMALL_RANGES, CountingMemoryBlock, make_record, object_keys
+from committed_helpers import SMALL_RANGES, CountingMemoryBlock, make_record, object_keys
 
 
 @pytest.fixture
