@@ -1,6 +1,6 @@
 """Metadata speed: stat of 10,000 files (cold: first time through the mount; warm: again) and
 ls -l of a 10,000-entry directory, lakefuse (a branch and a commit) vs a local directory vs
-bindfs, side by side.
+bindfs vs rclone mount (--vfs-cache-mode full, when installed), side by side.
 
     python scripts/bench/mount_stat.py [--files 10000] [--workdir DIR]
 """
@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from mount_common import LakeHome, bindfs_mount, lakefuse_mount, print_table
+from mount_common import LakeHome, bindfs_mount, have, lakefuse_mount, print_table, rclone_mount
 
 
 def stat_all(paths: list[Path]) -> float:
@@ -79,6 +79,9 @@ def main() -> None:
             lambda: lakefuse_mount(home, workdir / "mnt-lake"))
     measure("lakefuse branch", Path("bench/main/dir"), lambda: lakefuse_mount(home, workdir / "mnt-lake"))
     measure("bindfs", Path("dir"), lambda: bindfs_mount(local.parent, workdir / "mnt-bind"))
+    if have("rclone"):
+        measure("rclone --vfs-cache-mode full", Path("dir"),
+                lambda: rclone_mount(local.parent, workdir / "mnt-rclone", workdir / "rclone-cache"))
     home.close()
     print_table(f"Metadata of {n} files (operations/s; higher is better)", rows, "ops/s", f"local: stat x{n} warm")
     shutil.rmtree(workdir, ignore_errors=True)
