@@ -14,7 +14,6 @@ namespace, and one disk cache of Graveler files under ``<cache.dir>/graveler`` b
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
 from lakefuse.config import Config, load_config
@@ -33,9 +32,7 @@ class App:
         self.database = open_database(config.database_url)
         self.ram_cache = RamCache(config.cache.ram_bytes, name="graveler-ram")
         self.file_cache = DiskCache(Path(config.cache.dir) / "graveler", config.cache.disk_bytes, name="graveler")
-        self._blocks: dict[str, object] = {}
-        self._committed: dict[str, object] = {}
-        self._lock = threading.Lock()
+        self._committed_stores: list = []  # created here, closed by close()
         self.actions = ActionsRunner(self.block_for_repository)
         self.graveler = Graveler(
             self.database.ref_store(),
@@ -49,44 +46,31 @@ class App:
     def from_config(cls, config: Config | None = None) -> "App":
         return cls(config or load_config())
 
-    # adapters, one per storage namespace, created on first use -----------------------------
+    # adapters, one per storage namespace: the Catalog (block adapters) and the Graveler
+    # (committed stores) call these once per namespace and keep what they get -----------------
 
     def block_for_namespace(self, namespace: str):
-        with self._lock:
-            adapter = self._blocks.get(namespace)
-            if adapter is None:
-                from lakefuse.block.namespace import open_namespace
+        from lakefuse.block.namespace import open_namespace
 
-                adapter = open_namespace(namespace, self.config.s3)
-                self._blocks[namespace] = adapter
-            return adapter
+        return open_namespace(namespace, self.config.s3)
 
     def committed_for(self, namespace: str):
-        with self._lock:
-            store = self._committed.get(namespace)
-        if store is None:
-            from lakefuse.graveler.committed import CommittedManager
+        from lakefuse.graveler.committed import CommittedManager
 
-            block = self.block_for_namespace(namespace)
-            with self._lock:
-                store = self._committed.get(namespace)
-                if store is None:
-                    store = CommittedManager(block, self.file_cache, self.ram_cache, self.config.committed)
-                    self._committed[namespace] = store
+        store = CommittedManager(self.catalog.block(namespace), self.file_cache, self.ram_cache, self.config.committed)
+        self._committed_stores.append(store)
         return store
 
     def block_for_repository(self, repo_id: str):
-        return self.block_for_namespace(self.graveler.repository(repo_id).storage_namespace)
+        return self.catalog.repository_block(repo_id)
 
     def default_namespace(self, repo_id: str) -> str:
         """Where a repository created without a storage namespace keeps its data."""
         return "local://" + str((self.config.storage_root / repo_id).resolve())
 
     def close(self) -> None:
-        for store in list(self._committed.values()):
-            close = getattr(store, "close", None)
-            if close:
-                close()
+        for store in self._committed_stores:
+            store.close()
         close = getattr(self.file_cache, "close", None)
         if close:
             close()
