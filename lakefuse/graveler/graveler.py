@@ -693,19 +693,21 @@ class Graveler:
         head = self.commits.get(repo.id, sealed.commit_id)
         content = RefView(store, head.metarange_id, self.staging, sealed.sealed_tokens)
 
-        self._run_pre_hook(
-            "pre_commit",
-            self._event(
-                event_type="pre-commit",
+        def commit_event(event_type: str, **fields) -> HookEvent:
+            return self._event(
+                event_type=event_type,
                 repository=repo,
                 branch_id=BranchID(branch_id),
                 source_ref=branch_id,
                 commit_message=message,
                 committer=committer,
                 metadata=dict(metadata),
-                view=content,
-                changes=lambda: self._staged_vs_head(content),
-            ),
+                **fields,
+            )
+
+        self._run_pre_hook(
+            "pre_commit",
+            commit_event("pre-commit", view=content, changes=lambda: self._staged_vs_head(content)),
         )
 
         effective = _EffectiveChanges(store, head.metarange_id, content.staged_changes())
@@ -732,14 +734,8 @@ class Graveler:
 
         self._run_post_hook(
             "post_commit",
-            self._event(
-                event_type="post-commit",
-                repository=repo,
-                branch_id=BranchID(branch_id),
-                source_ref=branch_id,
-                commit_message=message,
-                committer=committer,
-                metadata=dict(metadata),
+            commit_event(
+                "post-commit",
                 view=RefView(store, metarange),
                 changes=lambda: self._diff_metaranges(store, head.metarange_id, metarange),
                 commit=commit,
