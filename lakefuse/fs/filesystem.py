@@ -80,6 +80,7 @@ BLOCK_SIZE = 1024 * 1024  # st_blksize: tells cp & co. to move 1 MiB at a time
 CONTROL_FILES = ("commit", "head", "status")
 STATUS_LIMIT = 100_000
 XATTR_USER = "user."
+XATTR_OBJECT_NAMESPACE = "lakefuse."
 XATTR_OBJECT = ("lakefuse.checksum", "lakefuse.physical_address", "lakefuse.content_type", "lakefuse.size")
 ENOATTR = errno.ENODATA
 #: a file written sequentially from empty gets a ``SpoolTail`` once it is this big: hashing its
@@ -213,6 +214,17 @@ def _writes_from_empty_only(flags: int, truncated: bool) -> bool:
     of the old content to keep coherent; after the upload the kernel's cache is not trusted
     to hold the new bytes (``OpenFile.uncached_writes``)."""
     return (flags & os.O_ACCMODE) == os.O_WRONLY and truncated
+
+
+def _xattr_namespace_supported(name: str) -> bool:
+    return name.startswith(XATTR_USER) or name.startswith(XATTR_OBJECT_NAMESPACE)
+
+
+def _xattr_namespace_unsupported(name: str) -> OSError:
+    """security.*, system.* (ACLs), trusted.*: not supported here, said with ENOTSUP rather than
+    "no such attribute" (ENODATA).  Tools remember ENOTSUP per filesystem: ``ls -l`` then stops
+    asking for every file's SELinux label and ACL (two round trips per entry otherwise)."""
+    return OSError(errno.ENOTSUP, f"extended attribute namespace of {name!r} not supported")
 
 
 def _decode(name: bytes | str) -> str:
@@ -1041,22 +1053,47 @@ class LakeFilesystem:
         of = h.open_file
         with of.lock:
             self._ensure_spool(of)
-            written = of.spool.write(offset, data)
-            of.dirty = True
-            of.uncached_writes |= h.direct_io
-            of.mtime_ns = time.time_ns()
-            of.mtime_explicit = False
-            if of.seq_end is not None:
-                if offset == of.seq_end:
-                    of.seq_end += written
-                else:
-                    of.seq_end = None
-                    self._stop_tail(of)
+            if of.seq_end is not None and offset != of.seq_end:
+                of.seq_end = None  # not an append: the tail cannot follow
+                self._stop_tail(of)
             if of.tail is not None:
-                of.tail.extend(of.seq_end)
-            elif of.seq_end is not None and of.seq_end >= TAIL_MIN_BYTES:
-                self._start_tail(of)
+                of.spool.write_behind(offset, data)
+                written = len(data)
+            else:
+                written = of.spool.write(offset, data)
+            self._wrote(of, h, written)
         return written
+
+    def write_nowait(self, fh: int, offset: int, data: bytes) -> int:
+        """``write`` if it can be answered without waiting: an append to a big file being
+        written in order, whose bytes are queued for the spool's background writer (see
+        ``Spool.write_behind``); else raises WouldBlock."""
+        h = self._handles.get(fh)
+        if not isinstance(h, FileHandle) or not h.writable:
+            raise WouldBlock
+        of = h.open_file
+        if not of.lock.acquire(blocking=False):
+            raise WouldBlock
+        try:
+            spool = of.spool
+            if of.tail is None or spool is None or spool.sealed or offset != of.seq_end:
+                raise WouldBlock
+            if not spool.write_behind(offset, data, block=False):
+                raise WouldBlock  # the queue is full: wait for room on a worker thread
+            self._wrote(of, h, len(data))
+            return len(data)
+        finally:
+            of.lock.release()
+
+    def _wrote(self, of: OpenFile, h: FileHandle, written: int) -> None:
+        of.dirty = True
+        of.uncached_writes |= h.direct_io
+        of.mtime_ns = time.time_ns()
+        of.mtime_explicit = False
+        if of.seq_end is not None:
+            of.seq_end += written
+            if of.tail is None and of.seq_end >= TAIL_MIN_BYTES:
+                self._start_tail(of)
 
     def _upload_settings(self, of: OpenFile) -> tuple[int, dict[str, str], str | None]:
         """mtime, user metadata and content type an upload of ``of`` stores."""
@@ -1091,6 +1128,7 @@ class LakeFilesystem:
                 return hasher.hexdigest()
 
             of.tail = SpoolTail(spool, of.seq_end, consume, name="lakefuse-spool-hash")
+            spool.listener = of.tail.feed
             return
         if self._stream_upload is None:
             return
@@ -1101,18 +1139,23 @@ class LakeFilesystem:
                                        content_type=content_type)
 
         of.tail = SpoolTail(of.spool, of.seq_end, consume, name="lakefuse-spool-upload")
+        of.spool.listener = of.tail.feed
 
     @staticmethod
     def _stop_tail(of: OpenFile) -> None:
         tail, of.tail = of.tail, None
         if tail is not None:
+            if of.spool is not None:
+                of.spool.listener = None
             tail.abort()
 
     def _finish_tail(self, of: OpenFile) -> Entry | str | None:
         """What the tail made of the file's bytes if it read exactly all of them: the entry of
         a streaming upload (restaged if metadata changed meanwhile) or their checksum; else
         None (the caller stores the spool the ordinary way)."""
+        of.spool.drain()  # every byte in the file (raises what failed the spool)
         tail, of.tail = of.tail, None
+        of.spool.listener = None
         node = of.node
         if not node.attached or of.seq_end is None or of.seq_end != of.spool.size() or tail is None:
             if tail is not None:
@@ -1369,8 +1412,8 @@ class LakeFilesystem:
     def getxattr(self, ino: int, name: bytes | str, blocking: bool = True) -> bytes:
         node = self._node(ino)
         name = _decode(name)
-        if not name.startswith(XATTR_USER) and name not in XATTR_OBJECT:
-            raise OSError(ENOATTR, name)  # security.*, system.*: asked for every file by ls -l
+        if not _xattr_namespace_supported(name):
+            raise _xattr_namespace_unsupported(name)
         entry = self._xattr_entry(node, blocking)
         if entry is None:
             raise OSError(ENOATTR, name)
@@ -1447,7 +1490,9 @@ class LakeFilesystem:
             return
         if name in XATTR_OBJECT:
             raise OSError(errno.EPERM, f"{name} is read-only")
-        raise OSError(errno.ENOTSUP, f"extended attribute namespace of {name!r} not supported")
+        if not _xattr_namespace_supported(name):
+            raise _xattr_namespace_unsupported(name)
+        raise OSError(errno.ENOTSUP, f"{name!r}: no such object property")
 
     def removexattr(self, ino: int, name: bytes | str) -> None:
         node = self._node(ino)
@@ -1455,6 +1500,8 @@ class LakeFilesystem:
         if not name.startswith(XATTR_USER):
             if name in XATTR_OBJECT:
                 raise OSError(errno.EPERM, f"{name} is read-only")
+            if not _xattr_namespace_supported(name):
+                raise _xattr_namespace_unsupported(name)
             raise OSError(ENOATTR, name)
         key = name[len(XATTR_USER):]
         if key in INTERNAL_METADATA:

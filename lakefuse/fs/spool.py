@@ -1,7 +1,7 @@
 """Local spool files: where the bytes of a file being written on a branch live until they are
 stored (on fsync, flush/close, or a commit), and from where the writer's own reads are served;
-``SpoolTail`` reads a spool's bytes in a background thread while they are still being appended
-(to hash them, or to stream them to storage).
+``SpoolTail`` hands the bytes appended to a spool to a background consumer while they are
+still being written (to hash them, or to stream them to storage).
 
 A spool is a file in the mount's spool directory, deleted when closed.  Storing it may move
 the file itself into storage (``seal`` first): a sealed spool still serves reads from its
@@ -9,19 +9,42 @@ descriptor, refuses writes (its bytes are an object's now: the caller copies the
 spool to change them), and on close deletes its path only if that still names the same file.
 ``fill_from`` copies an existing object's bytes in (for a write into the middle of, or an
 append to, an existing file), in the kernel when the source is a local file.
+
+Write-behind (``write_behind``): appends may be queued for a background thread instead of
+written at once, so the mount can answer a big sequential ``write(2)`` as soon as its bytes are
+queued (at most ``WRITE_BEHIND_LIMIT`` bytes wait).  That thread writes whole aligned blocks
+with O_DIRECT where the filesystem allows it (``_DirectAppender``): no copy into the page
+cache, and nothing left for the fsync at close.  The spool stays coherent: ``size()`` counts
+queued bytes, and everything that touches the file (reads, writes, truncate, fsync, storing
+it) first waits until every queued byte is in the file (``drain``).  A failed background
+write (a full disk) fails the spool for good: every later call raises it, so a file with lost
+bytes is never stored.  ``listener(offset, data)`` sees every write, queued or not, in order.
 """
 
 from __future__ import annotations
 
+import errno
+import mmap
 import os
 import secrets
 import threading
+from collections import deque
+from typing import Callable
 
 from lakefuse.errors import StorageError
 
 COPY_CHUNK = 4 * 1024 * 1024
 _CREATE_ATTEMPTS = 16
 _SYNC_FILE_RANGE_WRITE = 2  # <linux/fs.h>: start writeback of dirty pages, do not wait
+#: bytes a spool's write-behind queue may hold; a write finding it full waits (or, from the
+#: event loop, goes to a worker thread that waits)
+WRITE_BEHIND_LIMIT = 32 * 1024 * 1024
+#: bytes a SpoolTail holds that its consumer has not taken yet; the writer waits beyond that
+TAIL_BUFFER_LIMIT = 32 * 1024 * 1024
+#: O_DIRECT alignment of file offsets, lengths and memory (covers 512 and 4096-byte devices)
+DIRECT_ALIGN = 4096
+#: how many bytes the direct appender gathers before writing them
+DIRECT_STAGE = 8 * 1024 * 1024
 
 
 def _libc_sync_file_range():
@@ -38,6 +61,97 @@ def _libc_sync_file_range():
 
 
 _sync_file_range = _libc_sync_file_range()
+
+
+def _pwrite_all(fd: int, data, offset: int) -> int:
+    view = memoryview(data)
+    done = 0
+    while done < len(view):
+        done += os.pwrite(fd, view[done:], offset + done)
+    return done
+
+
+class _DirectAppender:
+    """Appends to one file from one thread: bytes gather in an aligned buffer, whole aligned
+    blocks go to the file through an O_DIRECT descriptor, the rest (the partial block at
+    either end) through the ordinary one when ``sync`` is asked for.  Appends that do not
+    continue the previous one are fine too (the staged bytes are synced first)."""
+
+    def __init__(self, path: str, fd: int):
+        self.fd = fd
+        self.direct_fd = os.open(path, os.O_WRONLY | os.O_DIRECT | os.O_CLOEXEC)  # OSError if unsupported
+        self.buffer = mmap.mmap(-1, DIRECT_STAGE + DIRECT_ALIGN)
+        self.view = memoryview(self.buffer)
+        self.start = 0  # file offset of the first staged byte
+        self.head = 0  # its position in the buffer: start % DIRECT_ALIGN, so blocks line up
+        self.length = 0  # bytes staged
+
+    @property
+    def staged(self) -> int:
+        return self.length
+
+    def append(self, offset: int, data: bytes) -> None:
+        if offset != self.start + self.length:
+            self.sync()
+            self.start, self.head = offset, offset % DIRECT_ALIGN
+        source = memoryview(data)
+        taken = 0
+        while taken < len(source):
+            end = self.head + self.length
+            room = len(self.buffer) - end
+            if room == 0:
+                self._write_blocks()
+                continue
+            n = min(room, len(source) - taken)
+            self.view[end:end + n] = source[taken:taken + n]
+            self.length += n
+            taken += n
+        if self.head + self.length >= DIRECT_STAGE:
+            self._write_blocks()
+
+    def _write_blocks(self) -> None:
+        """Write every whole block staged; keep the partial last one."""
+        end = self.head + self.length
+        position = self.head
+        if self.head:  # the first block starts with bytes that are not ours: not direct
+            first_end = min(DIRECT_ALIGN, end)
+            _pwrite_all(self.fd, self.view[self.head:first_end], self.start)
+            position = first_end
+        whole_end = end - end % DIRECT_ALIGN
+        if whole_end > position:
+            file_offset = self.start + (position - self.head)
+            try:
+                _pwrite_all(self.direct_fd, self.view[position:whole_end], file_offset)
+            except OSError as exc:
+                if exc.errno != errno.EINVAL:
+                    raise
+                # the filesystem wants another alignment after all: ordinary writes from now on
+                _pwrite_all(self.fd, self.view[position:whole_end], file_offset)
+                os.close(self.direct_fd)
+                self.direct_fd = self.fd
+            position = whole_end
+        rest = end - position  # bytes of a partial last block (position is then aligned)
+        new_start = self.start + (position - self.head)
+        new_head = new_start % DIRECT_ALIGN
+        if rest:
+            self.view[new_head:new_head + rest] = self.view[position:end]
+        self.start, self.head, self.length = new_start, new_head, rest
+
+    def sync(self) -> None:
+        """Put every staged byte in the file (through the page cache)."""
+        if self.length:
+            _pwrite_all(self.fd, self.view[self.head:self.head + self.length], self.start)
+        self.start += self.length
+        self.head, self.length = self.start % DIRECT_ALIGN, 0
+
+    def close(self) -> None:
+        if self.direct_fd != self.fd:
+            os.close(self.direct_fd)
+        try:
+            self.view.release()
+            self.buffer.close()
+        except BufferError:
+            pass  # a view of it is still referenced somewhere: the garbage collector frees it
 
 
 class Spool:
@@ -57,26 +171,123 @@ class Spool:
         self.path = path
         self.closed = False
         self.sealed = False
-        self._size = 0  # tracked, so asking for it never touches a descriptor being closed
+        self._size = 0  # tracked (queued bytes included): asking never touches the descriptor
+        self.listener: Callable[[int, bytes], None] | None = None
+        # write-behind: (offset, bytes) in order, their total, the thread writing them, whether
+        # it holds staged bytes not in the file yet, and the error that failed the spool
+        self._cond = threading.Condition()
+        self._queue: deque[tuple[int, bytes]] = deque()
+        self._queued = 0
+        self._writer: threading.Thread | None = None
+        self._unsynced = False
+        self._sync_wanted = False
+        self._stopping = False
+        self._failure: OSError | None = None
 
     def fileno(self) -> int:
+        self.drain()
         return self.fd
 
     def read(self, offset: int, size: int) -> bytes:
+        self.drain()
         return os.pread(self.fd, size, offset)
 
     def write(self, offset: int, data: bytes) -> int:
         self._check_writable()
-        view = memoryview(data)
-        done = 0
-        while done < len(view):
-            done += os.pwrite(self.fd, view[done:], offset + done)
+        self.drain()
+        done = _pwrite_all(self.fd, data, offset)
         if offset + done > self._size:
             self._size = offset + done
+        if self.listener is not None:
+            self.listener(offset, data)
         return done
+
+    def write_behind(self, offset: int, data: bytes, block: bool = True) -> bool:
+        """Queue ``data`` for the background writer (``data`` must not change afterwards).
+        With the queue full: wait for room, or (``block=False``) return False, queueing
+        nothing.  Raises the error of an earlier background write."""
+        self._check_writable()
+        with self._cond:
+            self._check_failure()
+            while self._queued >= WRITE_BEHIND_LIMIT:
+                if not block:
+                    return False
+                self._cond.wait()
+                self._check_failure()
+            self._queue.append((offset, data))
+            self._queued += len(data)
+            if offset + len(data) > self._size:
+                self._size = offset + len(data)
+            if self._writer is None:
+                self._writer = threading.Thread(target=self._write_queued, name="lakefuse-write-behind", daemon=True)
+                self._writer.start()
+            self._cond.notify_all()
+        return True
+
+    def drain(self) -> None:
+        """Wait until every queued byte is in the file; raise the error that failed it."""
+        if self._writer is None:
+            return
+        with self._cond:
+            self._sync_wanted = True
+            self._cond.notify_all()
+            while (self._queue or self._unsynced) and self._failure is None:
+                self._cond.wait()
+            self._sync_wanted = False
+            self._check_failure()
+
+    def _check_failure(self) -> None:
+        if self._failure is not None:
+            raise OSError(self._failure.errno or errno.EIO,
+                          f"writing the spool failed earlier: {self._failure.strerror}")
+
+    def _write_queued(self) -> None:
+        """The write-behind thread: queued appends into the file, in order."""
+        try:
+            appender = _DirectAppender(self.path, self.fd)
+        except OSError:
+            appender = None  # no O_DIRECT here (tmpfs): ordinary writes
+        try:
+            while True:
+                with self._cond:
+                    while not self._queue and not self._stopping and not (self._sync_wanted and self._unsynced):
+                        self._cond.wait()
+                    if self._queue:
+                        offset, data = self._queue[0]
+                    elif self._stopping:
+                        return
+                    else:
+                        offset, data = -1, b""  # a sync
+                try:
+                    if offset < 0:
+                        appender.sync()
+                    elif appender is not None:
+                        appender.append(offset, data)
+                    else:
+                        _pwrite_all(self.fd, data, offset)
+                    listener = self.listener
+                    if listener is not None and offset >= 0:
+                        listener(offset, data)
+                except OSError as exc:
+                    with self._cond:
+                        self._failure = OSError(exc.errno, exc.strerror)  # not its frames: they hold buffers
+                        self._queue.clear()
+                        self._queued = 0
+                        self._cond.notify_all()
+                    return
+                with self._cond:
+                    if offset >= 0:
+                        self._queue.popleft()
+                        self._queued -= len(data)
+                    self._unsynced = appender is not None and appender.staged > 0
+                    self._cond.notify_all()
+        finally:
+            if appender is not None:
+                appender.close()
 
     def truncate(self, size: int) -> None:
         self._check_writable()
+        self.drain()
         os.ftruncate(self.fd, size)
         self._size = size
 
@@ -84,6 +295,7 @@ class Spool:
         return self._size
 
     def fsync(self) -> None:
+        self.drain()
         os.fsync(self.fd)
 
     def start_writeback(self, offset: int, length: int) -> None:
@@ -94,6 +306,7 @@ class Spool:
 
     def seal(self) -> None:
         """Before the file is moved into storage: no more writes, and ``path`` may go away."""
+        self.drain()
         self.sealed = True
 
     def _check_writable(self) -> None:
@@ -104,6 +317,7 @@ class Spool:
         """Copy ``size`` bytes of an object (a ``DataReader``, or another spool) to the start
         of the spool."""
         self._check_writable()
+        self.drain()
         source_fd = getattr(reader, "fileno", None)
         if source_fd is not None:
             fd = source_fd()
@@ -130,6 +344,14 @@ class Spool:
         if self.closed:
             return
         self.closed = True
+        writer = self._writer
+        if writer is not None:
+            with self._cond:
+                self._stopping = True
+                self._queue.clear()  # the spool is going away: its queued bytes with it
+                self._queued = 0
+                self._cond.notify_all()
+            writer.join()
         try:
             ours = not self.sealed or _names_file(self.path, os.fstat(self.fd))
         except OSError:
@@ -153,18 +375,21 @@ def _names_file(path: str, st: os.stat_result) -> bool:
 
 
 class SpoolTail:
-    """Reads a spool while it is being written sequentially: a background thread runs
-    ``consume(stream)`` (hashing, or a streaming upload) on the spool's bytes as they arrive,
-    so that work overlaps the writes instead of following the close.  ``extend(end)`` tells it
-    bytes up to ``end`` are written; ``finish()`` ends the stream at the bytes written so far
-    and returns what ``consume`` returned (``consumed`` bytes were read); ``abort()`` makes
-    the stream fail (a write that was not an append, a truncate, an unlink), and the caller
-    then stores the spool the ordinary way."""
+    """A spool's bytes, from the start, for a background thread running ``consume(stream)``
+    (hashing, or a streaming upload) while the file is still being appended to: the first
+    ``available`` bytes are read from the file, the rest arrive through ``feed`` (the spool's
+    listener) as they are written, straight from memory.  ``finish()`` ends the stream and
+    returns what ``consume`` returned (``consumed`` bytes were read); ``abort()`` makes the
+    stream fail (a write that was not an append, a truncate, an unlink), and the caller then
+    stores the spool the ordinary way."""
 
     def __init__(self, spool: Spool, available: int, consume, name: str = "lakefuse-spool-tail"):
         self._spool = spool
         self._cond = threading.Condition()
-        self._available = available
+        self._in_file = available  # bytes to read from the file first
+        self._fed_end = available  # where the next fed bytes must start
+        self._chunks: deque[bytes] = deque()
+        self._buffered = 0
         self._position = 0
         self._finished = False
         self._aborted = False
@@ -183,28 +408,51 @@ class SpoolTail:
         return True
 
     def read(self, size: int = -1) -> bytes:
+        if self._position < self._in_file:
+            length = self._in_file - self._position
+            if size is not None and size >= 0:
+                length = min(size, length)
+            data = os.pread(self._spool.fd, length, self._position)
+            if not data:
+                raise StorageError("spool tail: the spool is shorter than it was")
+            self._position += len(data)
+            return data
         with self._cond:
-            while not self._aborted and self._position >= self._available and not self._finished:
+            while not self._aborted and not self._chunks and not self._finished:
                 self._cond.wait()
             if self._aborted:
                 raise StorageError("spool tail abandoned: the file changed other than by appending")
-            remaining = self._available - self._position
-            if remaining <= 0:
+            if not self._chunks:
                 return b""
-            length = remaining if size is None or size < 0 else min(size, remaining)
-            position = self._position
-        data = os.pread(self._spool.fd, length, position)
-        with self._cond:
+            chunk = self._chunks[0]
+            if size is None or size < 0 or size >= len(chunk):
+                self._chunks.popleft()
+                data = chunk
+            else:
+                data, self._chunks[0] = chunk[:size], chunk[size:]
+            self._buffered -= len(data)
             self._position += len(data)
+            self._cond.notify_all()
         return data
 
     # the writer's side ----------------------------------------------------------------
 
-    def extend(self, end: int) -> None:
+    def feed(self, offset: int, data: bytes) -> None:
+        """Bytes written at ``offset``: queued for the consumer if they continue the stream
+        (waits while the consumer is ``TAIL_BUFFER_LIMIT`` behind), else the stream fails."""
         with self._cond:
-            if end > self._available:
-                self._available = end
+            if self._aborted or self._finished:
+                return
+            if offset != self._fed_end:
+                self._aborted = True
                 self._cond.notify_all()
+                return
+            while self._buffered >= TAIL_BUFFER_LIMIT and not self._aborted:
+                self._cond.wait()
+            self._chunks.append(bytes(data))  # no copy of the bytes the mount queued
+            self._buffered += len(data)
+            self._fed_end += len(data)
+            self._cond.notify_all()
 
     def finish(self):
         with self._cond:
@@ -226,3 +474,9 @@ class SpoolTail:
             self.result = consume(self)
         except BaseException as exc:  # noqa: BLE001 - reported by finish()
             self.error = exc
+        finally:
+            with self._cond:  # whatever happened, nobody feeds a stream that nobody reads
+                self._aborted = self._aborted or self.error is not None
+                self._chunks.clear()
+                self._buffered = 0
+                self._cond.notify_all()

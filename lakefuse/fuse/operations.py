@@ -193,7 +193,10 @@ class LakeOperations(pyfuse3.Operations):
 
     @fuse_errors
     async def write(self, fh, off, buf):
-        return await self._run(self.fs.write, fh, off, buf)
+        try:  # an append to a big file: queued for its spool's writer thread, no thread hop here
+            return self.fs.write_nowait(fh, off, buf)
+        except WouldBlock:
+            return await self._run(self.fs.write, fh, off, buf)
 
     @fuse_errors
     async def flush(self, fh):

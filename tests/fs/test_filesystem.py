@@ -387,9 +387,15 @@ def test_xattrs_are_user_metadata_and_object_properties(fs, drive, backend):
     assert fs.getxattr(ino, "lakefuse.content_type") == b"text/csv"
     assert b"user.owner" in fs.listxattr(ino)
     fs.removexattr(ino, "user.owner")
-    for name, code in (("user.owner", errno.ENODATA), ("security.selinux", errno.ENODATA)):
+    # a namespace we do not have is ENOTSUP (ls -l then stops asking), a missing name ENODATA
+    for name, code in (("user.owner", errno.ENODATA), ("lakefuse.nothing", errno.ENODATA),
+                       ("security.selinux", errno.ENOTSUP), ("system.posix_acl_access", errno.ENOTSUP)):
         with pytest.raises(ERRORS) as exc:
             fs.getxattr(ino, name)
+        assert errno_of(exc) == code
+    for name, code in (("user.owner", errno.ENODATA), ("security.selinux", errno.ENOTSUP)):
+        with pytest.raises(ERRORS) as exc:
+            fs.removexattr(ino, name)
         assert errno_of(exc) == code
     for name, code in (("lakefuse.checksum", errno.EPERM), ("trusted.x", errno.ENOTSUP),
                        ("user." + MODE_KEY, errno.EPERM)):
@@ -584,6 +590,38 @@ def test_big_sequential_writes_to_local_storage_are_hashed_while_written_then_mo
     entry = backend.get_entry("sales", backend.resolve_ref("sales", "main"), "hashed.bin")
     assert backend.object_bytes(entry) == payload and entry.metadata[MODE_KEY] == "600"
     assert os.listdir(tmp_path / "spool") == []
+
+
+def test_appends_to_a_big_file_are_answered_without_waiting_and_stored_whole(fs, drive, backend, monkeypatch):
+    import lakefuse.fs.filesystem as filesystem
+
+    monkeypatch.setattr(filesystem, "TAIL_MIN_BYTES", 1000)
+    parent, _ = drive.parent("sales/main/behind.bin")
+    result, attrs = fs.create(parent, "behind.bin", 0o100644, os.O_WRONLY | os.O_CREAT)
+    payload = os.urandom(3_000_000)
+    chunk = 65_536
+    with pytest.raises(WouldBlock):
+        fs.write_nowait(result.fh, 0, payload[:chunk])  # small so far: written on a worker thread
+    fs.write(result.fh, 0, payload[:chunk])
+    answered_at_once = 0
+    for offset in range(chunk, len(payload), chunk):
+        try:
+            assert fs.write_nowait(result.fh, offset, payload[offset:offset + chunk]) == len(
+                payload[offset:offset + chunk])
+            answered_at_once += 1
+        except WouldBlock:  # the queue is full
+            fs.write(result.fh, offset, payload[offset:offset + chunk])
+    assert answered_at_once > 0
+    assert fs.getattr(attrs.ino).size == len(payload)  # queued bytes count
+    with pytest.raises(WouldBlock):
+        fs.write_nowait(result.fh, 5, b"x")  # not an append
+    reader = fs.open(attrs.ino, os.O_RDONLY)
+    assert fs.read(reader.fh, 0, len(payload)) == payload  # reads see queued bytes
+    fs.release(reader.fh)
+    fs.release(result.fh)
+    assert backend.calls["upload_file with checksum"] == 1  # hashed while written
+    entry = backend.get_entry("sales", backend.resolve_ref("sales", "main"), "behind.bin")
+    assert backend.object_bytes(entry) == payload
 
 
 def test_writes_after_the_spool_was_moved_into_storage_go_to_a_copy(fs, drive, backend, tmp_path):

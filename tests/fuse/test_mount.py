@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import filecmp
+import hashlib
 import os
 import stat
 import subprocess
@@ -151,8 +152,10 @@ def test_two_processes_write_different_files_concurrently(branch):
 def test_large_file_sequential_and_random_io(branch):
     data = bytearray(os.urandom(24 * 1024 * 1024))
     path = branch / "big.bin"
-    path.write_bytes(data)
+    path.write_bytes(data)  # past 8 MiB its writes are queued for the spool's writer thread
     assert path.stat().st_size == len(data)
+    assert os.getxattr(path, "lakefuse.checksum").decode() == hashlib.sha256(data).hexdigest()
+    assert path.read_bytes() == bytes(data)
     with open(path, "r+b") as f:
         for offset in (5, 1 << 20, 7_777_777, len(data) - 3):
             f.seek(offset)
@@ -209,6 +212,23 @@ def test_metadata_chmod_utime_and_xattrs(branch):
         os.getxattr(path, "user.owner")
     assert exc.value.errno == errno.ENODATA
     os.chown(path, os.getuid(), os.getgid())  # accepted
+
+
+def test_ls_l_asks_for_labels_and_acls_once_not_per_file(branch):
+    """SELinux labels and ACLs are not supported: ENOTSUP, which ls remembers per filesystem,
+    so ls -l of a big directory costs no extra round trips per entry."""
+    (branch / "many").mkdir()
+    for i in range(50):
+        (branch / "many" / f"f{i:02d}").write_bytes(b"x")
+    for name in ("security.selinux", "system.posix_acl_access"):
+        with pytest.raises(OSError) as exc:
+            os.getxattr(branch / "many" / "f00", name)
+        assert exc.value.errno == errno.ENOTSUP
+    traced = subprocess.run(["strace", "-f", "-e", "trace=getxattr,lgetxattr", "ls", "-l", str(branch / "many")],
+                            capture_output=True, text=True, check=True)
+    assert traced.stdout.count("\n") == 51  # "total" + 50 files
+    xattr_calls = [line for line in traced.stderr.splitlines() if "getxattr(" in line]
+    assert 0 < len(xattr_calls) <= 4, xattr_calls
 
 
 def test_another_writer_shows_within_about_a_second(branch, lake_home):

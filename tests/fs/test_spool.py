@@ -1,0 +1,144 @@
+"""Spool files: write-behind (queued appends written by a background thread, with O_DIRECT
+blocks where the filesystem allows it) stays byte-for-byte coherent with ordinary writes,
+fails for good on a write error, and feeds a SpoolTail from memory."""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import subprocess
+import threading
+
+import pytest
+
+import lakefuse.fs.spool as spool_module
+from lakefuse.fs.spool import Spool, SpoolTail
+
+
+def file_bytes(spool: Spool) -> bytes:
+    spool.drain()
+    with open(spool.path, "rb") as f:
+        return f.read()
+
+
+@pytest.mark.parametrize("first", [0, 1, 4095, 4096, 5000])
+def test_queued_appends_of_odd_sizes_land_exactly(tmp_path, first):
+    spool = Spool(str(tmp_path))
+    expected = bytearray(os.urandom(first))
+    spool.write(0, bytes(expected))
+    sizes = [1, 4095, 4096, 4097, 1 << 20, 3, 123_457, 2 * 1024 * 1024 + 17]
+    for size in sizes * 3:
+        data = os.urandom(size)
+        assert spool.write_behind(len(expected), data)
+        expected += data
+        assert spool.size() == len(expected)  # queued bytes count at once
+    assert spool.read(0, len(expected)) == bytes(expected)  # a read drains first
+    assert file_bytes(spool) == bytes(expected)
+    spool.close()
+    assert os.listdir(tmp_path) == []
+
+
+def test_ordinary_writes_truncate_and_appends_interleave(tmp_path):
+    spool = Spool(str(tmp_path))
+    expected = bytearray()
+    for round_ in range(5):
+        data = os.urandom(3 * 1024 * 1024 + round_ * 1001)
+        spool.write_behind(len(expected), data)
+        expected += data
+        patch = os.urandom(100)
+        spool.write(777 * round_, patch)  # not an append: drains the queue, then writes
+        expected[777 * round_:777 * round_ + 100] = patch
+        assert spool.read(0, len(expected)) == bytes(expected)
+    spool.truncate(5000)
+    del expected[5000:]
+    tail = os.urandom(9 * 1024 * 1024)
+    spool.write_behind(5000, tail)
+    expected += tail
+    assert file_bytes(spool) == bytes(expected)
+    spool.seal()
+    assert os.path.getsize(spool.path) == len(expected)
+    spool.close()
+
+
+def test_a_full_queue_refuses_a_nonblocking_write_until_the_writer_catches_up(tmp_path, monkeypatch):
+    monkeypatch.setattr(spool_module, "WRITE_BEHIND_LIMIT", 64 * 1024)
+    spool = Spool(str(tmp_path))
+    release = threading.Event()
+    spool.listener = lambda offset, data: release.wait(10)  # holds the writer thread
+    chunk = os.urandom(32 * 1024)
+    offset = 0
+    while spool.write_behind(offset, chunk, block=False):
+        offset += len(chunk)
+        assert offset <= 4 * 64 * 1024
+    release.set()
+    assert spool.write_behind(offset, chunk, block=True)
+    offset += len(chunk)
+    assert os.path.getsize(spool.path) <= offset
+    assert len(file_bytes(spool)) == offset
+    spool.close()
+
+
+def test_a_failed_background_write_fails_the_spool_for_good(tmp_path):
+    small = tmp_path / "small"
+    small.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(small)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip("cannot mount a small tmpfs: " + mounted.stderr.decode().strip())
+    try:
+        spool = Spool(str(small))
+        offset = 0
+        with pytest.raises(OSError) as exc:
+            for _ in range(64):  # 4 MiB into a 1 MiB filesystem
+                spool.write_behind(offset, b"x" * 65536)
+                offset += 65536
+            spool.drain()
+        assert exc.value.errno == errno.ENOSPC
+        for attempt in (lambda: spool.read(0, 10), spool.drain, lambda: spool.write_behind(offset, b"y"),
+                        lambda: spool.write(0, b"z"), spool.seal):
+            with pytest.raises(OSError) as exc:
+                attempt()
+            assert exc.value.errno == errno.ENOSPC
+        spool.close()
+        assert os.listdir(small) == []
+    finally:
+        subprocess.run(["umount", str(small)], check=True)
+
+
+def test_a_tail_hashes_bytes_from_the_file_then_from_memory(tmp_path, monkeypatch):
+    monkeypatch.setattr(spool_module, "TAIL_BUFFER_LIMIT", 256 * 1024)  # the writer waits often
+    spool = Spool(str(tmp_path))
+    head = os.urandom(100_000)
+    spool.write(0, head)
+
+    def consume(stream):
+        digest = hashlib.sha256()
+        while chunk := stream.read(1 << 20):
+            digest.update(chunk)
+        return digest.hexdigest()
+
+    tail = SpoolTail(spool, len(head), consume)
+    spool.listener = tail.feed
+    expected = hashlib.sha256(head)
+    offset = len(head)
+    for _ in range(40):
+        data = os.urandom(65_536 + 7)
+        spool.write_behind(offset, data)
+        expected.update(data)
+        offset += len(data)
+    spool.drain()
+    assert tail.finish() == expected.hexdigest()
+    assert tail.consumed == offset
+    spool.close()
+
+
+def test_a_tail_fails_when_the_bytes_stop_being_appends(tmp_path):
+    spool = Spool(str(tmp_path))
+    spool.write(0, b"a" * 1000)
+    tail = SpoolTail(spool, 1000, lambda stream: b"".join(iter(lambda: stream.read(100), b"")))
+    spool.listener = tail.feed
+    spool.write_behind(1000, b"b" * 1000)
+    spool.write(10, b"patch")  # not an append
+    with pytest.raises(Exception):
+        tail.finish()
+    spool.close()
