@@ -3,8 +3,10 @@
 Owns the mapping path <-> key (a directory ``a/b`` is every key under ``a/b/``, plus the
 zero-size marker object ``a/b/`` that ``mkdir`` creates so an empty directory persists), which
 names a listing may show, and the metadata cache of the ref: ``stat`` results and the stats
-that listings bring along, kept ``ttl`` seconds on a branch (another writer's change shows
-within about that long) and until evicted on a tag or commit (immutable).
+that listings bring along, and the listing pages themselves (a second ``ls -l`` of a big
+directory is answered from memory), kept ``ttl`` seconds on a branch (another writer's change
+shows within about that long) and until evicted on a tag or commit (immutable).  A change made
+through this tree (``remember``/``forget``) drops the pages of the directory it is in.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from lakefuse.graveler.model import Entry
 
 MAX_NAME_BYTES = 255
 PREFETCH_ENTRIES = 1000
+#: directories whose listing pages a tree keeps
+LISTED_DIRS_KEPT = 64
 CONTROL_DIR_NAME = ".lakefuse"
 
 
@@ -72,6 +76,9 @@ class Tree:
         self.ttl = ttl  # None: immutable, cached until evicted
         self.key = (repo, ref.kind.value, ref.name, None if ref.is_branch else ref.commit_id)
         self._cache: cachetools.LRUCache = cachetools.LRUCache(maxsize=cache_entries)
+        #: directory path -> {(after, limit): (list_dir result, expires)}
+        self._pages: cachetools.LRUCache = cachetools.LRUCache(maxsize=LISTED_DIRS_KEPT)
+        self._changes = 0  # counts remember/forget: a page listed across one is not kept
         self._lock = threading.Lock()
         self._last_miss_dir: str | None = None  # see stat(): sibling prefetch
         #: result of the last commit through the control file: ("ok", commit_id) or ("error", text)
@@ -105,15 +112,22 @@ class Tree:
         expires = self._expiry()
         with self._lock:
             self._cache[path] = (stat, expires)
+            self._pages.pop(path.rpartition("/")[0], None)
+            self._changes += 1
         return expires
 
     def forget(self, path: str) -> None:
         with self._lock:
             self._cache.pop(path, None)
+            self._pages.pop(path.rpartition("/")[0], None)
+            self._pages.pop(path, None)
+            self._changes += 1
 
     def forget_all(self) -> None:
         with self._lock:
             self._cache.clear()
+            self._pages.clear()
+            self._changes += 1
 
     # ------------------------------------------------------------------ reads
 
@@ -167,7 +181,13 @@ class Tree:
         """A page of directory ``path`` after key ``after``: ``([(name, key, stat)], last_key,
         exhausted)``; ``last_key`` is where the next page starts (``after`` if none).  Names
         that cannot be directory entries are skipped, and so is the control directory's name
-        at a branch's root; the stats are remembered."""
+        at a branch's root; the stats are remembered, and so is the page."""
+        with self._lock:
+            pages = self._pages.get(path)
+            kept = pages.get((after, limit)) if pages is not None else None
+            changes = self._changes
+        if kept is not None and kept[1] > time.monotonic():
+            return kept[0]
         prefix = dir_prefix(path)
         items = self.backend.list_entries(self.repo, self.ref, prefix, after=after, limit=limit)
         out = []
@@ -192,8 +212,13 @@ class Tree:
                 else:
                     self._cache[child] = (stat, expires)
                 out.append((name, item.key, stat))
-        last = items[-1].key if items else after
-        return out, last, len(items) < limit
+            result = (out, items[-1].key if items else after, len(items) < limit)
+            if changes == self._changes:
+                pages = self._pages.get(path)
+                if pages is None:
+                    pages = self._pages[path] = {}
+                pages[(after, limit)] = (result, expires)
+        return result
 
     def has_children(self, path: str, ignore: tuple[str, ...] = ()) -> bool:
         """Whether directory ``path`` holds any object other than its own marker and ``ignore``

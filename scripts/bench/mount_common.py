@@ -110,6 +110,27 @@ def rclone_mount(source: Path, mountpoint: Path, cache_dir: Path):
             proc.wait(30)
 
 
+@contextlib.contextmanager
+def pyfuse3_floor_mount(mountpoint: Path, files: int):
+    """The trivial pyfuse3 filesystem of pyfuse3_floor.py: ``dir/`` with ``files`` names."""
+    mountpoint.mkdir(parents=True, exist_ok=True)
+    script = Path(__file__).with_name("pyfuse3_floor.py")
+    proc = subprocess.Popen([sys.executable, str(script), str(mountpoint), "--files", str(files)],
+                            stdout=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + READY_TIMEOUT
+        while not is_mounted(mountpoint):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("the pyfuse3 floor filesystem did not come up")
+            time.sleep(0.05)
+        yield mountpoint
+    finally:
+        unmount(mountpoint)
+        if proc.poll() is None:
+            proc.terminate()
+            proc.wait(30)
+
+
 def have(tool: str) -> bool:
     return shutil.which(tool) is not None
 

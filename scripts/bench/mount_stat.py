@@ -1,6 +1,7 @@
 """Metadata speed: stat of 10,000 files (cold: first time through the mount; warm: again) and
 ls -l of a 10,000-entry directory, lakefuse (a branch and a commit) vs a local directory vs
-bindfs vs rclone mount (--vfs-cache-mode full, when installed), side by side.
+bindfs vs rclone mount (--vfs-cache-mode full, when installed), side by side, and vs the
+floor of pyfuse3 itself (pyfuse3_floor.py: the same names from a dict, no work per request).
 
     python scripts/bench/mount_stat.py [--files 10000] [--workdir DIR]
 """
@@ -15,7 +16,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from mount_common import LakeHome, bindfs_mount, have, lakefuse_mount, print_table, rclone_mount
+from mount_common import (LakeHome, bindfs_mount, have, lakefuse_mount, print_table, pyfuse3_floor_mount,
+                          rclone_mount)
 
 
 def stat_all(paths: list[Path]) -> float:
@@ -79,6 +81,8 @@ def main() -> None:
             lambda: lakefuse_mount(home, workdir / "mnt-lake"))
     measure("lakefuse branch", Path("bench/main/dir"), lambda: lakefuse_mount(home, workdir / "mnt-lake"))
     measure("bindfs", Path("dir"), lambda: bindfs_mount(local.parent, workdir / "mnt-bind"))
+    measure("pyfuse3 floor (no work per request)", Path("dir"),
+            lambda: pyfuse3_floor_mount(workdir / "mnt-floor", n))
     if have("rclone"):
         measure("rclone --vfs-cache-mode full", Path("dir"),
                 lambda: rclone_mount(local.parent, workdir / "mnt-rclone", workdir / "rclone-cache"))

@@ -1,0 +1,73 @@
+"""The floor of any pyfuse3 filesystem on this machine: a trivial one whose directory ``dir``
+holds ``--files`` names (``f000000.csv`` ...) answered from a dict, with no work per request
+beyond building the reply.  mount_stat.py runs it beside lakefuse: the gap between the two is
+what lakefuse itself costs per request; the gap to rclone/bindfs is the binding's.
+
+    python scripts/bench/pyfuse3_floor.py MOUNTPOINT [--files 10000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import stat
+
+import pyfuse3
+import trio
+
+DIR_INODE = 2
+
+
+class Floor(pyfuse3.Operations):
+    def __init__(self, files: int):
+        super().__init__()
+        self.names = [f"f{i:06d}.csv".encode() for i in range(files)]
+        self.inodes = {name: DIR_INODE + 1 + i for i, name in enumerate(self.names)}
+
+    def _attrs(self, inode: int) -> pyfuse3.EntryAttributes:
+        entry = pyfuse3.EntryAttributes()
+        entry.st_ino = inode
+        entry.st_mode = (stat.S_IFDIR | 0o755) if inode <= DIR_INODE else (stat.S_IFREG | 0o644)
+        entry.st_size = 0 if inode <= DIR_INODE else 100
+        entry.entry_timeout = entry.attr_timeout = 86400
+        return entry
+
+    async def getattr(self, inode, ctx=None):
+        return self._attrs(inode)
+
+    async def lookup(self, parent_inode, name, ctx=None):
+        if parent_inode == pyfuse3.ROOT_INODE and name == b"dir":
+            return self._attrs(DIR_INODE)
+        inode = self.inodes.get(name) if parent_inode == DIR_INODE else None
+        if inode is None:
+            raise pyfuse3.FUSEError(errno.ENOENT)
+        return self._attrs(inode)
+
+    async def opendir(self, inode, ctx):
+        return inode
+
+    async def readdir(self, fh, start_id, token):
+        names = [b"dir"] if fh == pyfuse3.ROOT_INODE else self.names
+        for i in range(start_id, len(names)):
+            inode = DIR_INODE if fh == pyfuse3.ROOT_INODE else self.inodes[names[i]]
+            if not pyfuse3.readdir_reply(token, names[i], self._attrs(inode), i + 1):
+                return
+
+    async def getxattr(self, inode, name, ctx):
+        raise pyfuse3.FUSEError(errno.ENOTSUP)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("mountpoint")
+    parser.add_argument("--files", type=int, default=10_000)
+    args = parser.parse_args()
+    pyfuse3.init(Floor(args.files), args.mountpoint, {"fsname=pyfuse3-floor", "default_permissions"})
+    try:
+        trio.run(pyfuse3.main)
+    finally:
+        pyfuse3.close(unmount=True)
+
+
+if __name__ == "__main__":
+    main()
