@@ -106,6 +106,9 @@ class Attributes:
     attr_timeout: float
     nlink: int = 1
     blksize: int = BLOCK_SIZE
+    #: the adapter's translation of these attributes (opaque here): Attributes of an unchanged
+    #: node are reused, so the adapter may keep its reply object in them and skip rebuilding it
+    wire: object = dataclasses.field(default=None, compare=False, repr=False)
 
     @property
     def blocks(self) -> int:
@@ -391,6 +394,18 @@ class LakeFilesystem:
     # ================================================================== attributes
 
     def _attrs(self, node: Node) -> Attributes:
+        """The attributes of ``node``; those of a tree file or directory are computed once per
+        stat (listings and lookups of big directories ask for them again and again)."""
+        cached = node.attrs_cache
+        stat = node.stat
+        if cached is not None and cached[0] is stat and node.open_file is None:
+            return cached[1]
+        attrs = self._compute_attrs(node)
+        if stat is not None and node.open_file is None and node.path and node.kind in (NodeKind.FILE, NodeKind.DIR):
+            node.attrs_cache = (stat, attrs)
+        return attrs
+
+    def _compute_attrs(self, node: Node) -> Attributes:
         kind = node.kind
         tree = node.tree
         ttl = self._ttl(tree)

@@ -32,7 +32,7 @@ class NodeKind(enum.Enum):
 
 class Node:
     __slots__ = ("ino", "kind", "key", "repo", "tree", "path", "lookups", "stat", "expires",
-                 "open_file", "attached", "entry_timeout", "name", "cache_id")
+                 "open_file", "attached", "entry_timeout", "name", "cache_id", "attrs_cache")
 
     def __init__(self, ino: int, kind: NodeKind, key: Hashable, *, repo=None, tree=None, path: str = "",
                  stat=None, expires: float = 0.0, entry_timeout: float | None = None, name: str = ""):
@@ -50,6 +50,7 @@ class Node:
         self.entry_timeout = entry_timeout  # overrides the tree's timeout for this name
         self.name = name
         self.cache_id = None  # identity of the object whose pages the kernel may have cached
+        self.attrs_cache = None  # (stat, Attributes): attributes computed from that stat
 
     def __repr__(self) -> str:
         return f"Node({self.ino}, {self.kind.value}, {self.key!r}, lookups={self.lookups})"

@@ -54,6 +54,16 @@ def fuse_errors(handler):
 
 
 def entry_attributes(attrs: Attributes) -> pyfuse3.EntryAttributes:
+    """pyfuse3's form of ``attrs``, built once per Attributes object (kept in ``attrs.wire``:
+    pyfuse3 copies it into each reply and never changes it)."""
+    entry = attrs.wire
+    if entry is not None:
+        return entry
+    entry = attrs.wire = _build_entry_attributes(attrs)
+    return entry
+
+
+def _build_entry_attributes(attrs: Attributes) -> pyfuse3.EntryAttributes:
     entry = pyfuse3.EntryAttributes()
     entry.st_ino = attrs.ino
     entry.generation = 0
