@@ -61,10 +61,6 @@ def add_mount_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cache-ram-bytes", help="bound of the RAM cache, e.g. 1GiB")
     parser.add_argument("--read-ahead-kb", type=int, default=1024,
                         help="kernel read-ahead of the mount in KiB (default 1024; 0 leaves it alone)")
-    parser.add_argument("--busy-poll-ms", type=float, default=2.0,
-                        help="after a metadata request, poll for the next one this long instead of "
-                             "sleeping (default 2; 0 turns it off): faster stat/ls of many files, "
-                             "at the cost of a busy core during such bursts")
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
                         help="default INFO")
     parser.add_argument("--log-file", help="log here (daemon default: $LAKEFUSE_HOME/logs/mount-<dir>.log; "
@@ -90,8 +86,6 @@ def _plan(args) -> _Plan:
     mountpoint = os.path.abspath(args.mountpoint)
     if not os.path.isdir(mountpoint):
         raise InvalidArgument(f"mount point {mountpoint} does not exist or is not a directory")
-    if not 0 <= args.busy_poll_ms <= 1000:
-        raise InvalidArgument(f"--busy-poll-ms must be between 0 and 1000, not {args.busy_poll_ms:g}")
     repo = ref = None
     if args.uri:
         from lakefuse.uri import parse_uri
@@ -202,7 +196,7 @@ def _serve(args, plan: _Plan, on_ready) -> None:
         spool = _spool_dir(config.home)
         fs = LakeFilesystem(backend, spool_dir=spool, repo=plan.repo, ref=plan.ref, read_only=args.read_only)
         options = MountOptions(read_only=args.read_only, allow_other=args.allow_other,
-                               read_ahead_kb=args.read_ahead_kb, busy_poll_ms=args.busy_poll_ms)
+                               read_ahead_kb=args.read_ahead_kb)
 
         def ready() -> None:
             sd_notify("READY=1\nSTATUS=serving " + plan.mountpoint)

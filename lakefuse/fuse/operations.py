@@ -97,17 +97,6 @@ class LakeOperations(pyfuse3.Operations):
         self._read_buffer = bytearray(READ_BUFFER_BYTES)
         self.requests = 0
         self.started = time.monotonic()
-        #: when the last metadata request (lookup, getattr, readdir) arrived, and the event
-        #: the loop's poller waits on while idle (see ``runner.poll_after_metadata``)
-        self.last_metadata_request = 0.0
-        self.poll_waiter: trio.Event | None = None
-
-    def _metadata_request(self) -> None:
-        self.last_metadata_request = time.monotonic()
-        waiter = self.poll_waiter
-        if waiter is not None:
-            self.poll_waiter = None
-            waiter.set()
 
     async def _run(self, fn, *args):
         return await trio.to_thread.run_sync(fn, *args, limiter=self._limiter)
@@ -116,7 +105,6 @@ class LakeOperations(pyfuse3.Operations):
 
     @fuse_errors
     async def lookup(self, parent_inode, name, ctx=None):
-        self._metadata_request()
         try:
             attrs = self.fs.lookup(parent_inode, name, blocking=False)
         except WouldBlock:
@@ -131,7 +119,6 @@ class LakeOperations(pyfuse3.Operations):
 
     @fuse_errors
     async def getattr(self, inode, ctx=None):
-        self._metadata_request()
         try:
             attrs = self.fs.getattr(inode, blocking=False)
         except WouldBlock:
@@ -166,8 +153,6 @@ class LakeOperations(pyfuse3.Operations):
 
     @fuse_errors
     async def readdir(self, fh, start_id, token):
-        self._metadata_request()
-
         def add(name: bytes, attrs: Attributes, next_id: int) -> bool:
             return pyfuse3.readdir_reply(token, name, entry_attributes(attrs), next_id)
 

@@ -4,9 +4,8 @@ Owns the kernel mount options (``fsname``/``subtype`` so ``mount`` and ``df`` sa
 ``ro``, ``allow_other``, ``default_permissions``, ``max_read``), readiness (the mount answers a
 ``stat`` before anyone is told it is ready), the mount's read-ahead (raised through
 ``/sys/class/bdi/<major:minor>/read_ahead_kb`` so buffered sequential reads arrive in 1 MiB
-requests), busy polling after metadata requests (``poll_after_metadata``), and the end:
-SIGTERM/SIGINT/SIGHUP upload written files, then unmount; an external ``umount`` ends the loop
-the same way.
+requests), and the end: SIGTERM/SIGINT/SIGHUP upload written files, then unmount; an external
+``umount`` ends the loop the same way.
 """
 
 from __future__ import annotations
@@ -14,7 +13,6 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import time
 from dataclasses import dataclass
 from typing import Callable
 
@@ -43,7 +41,6 @@ class MountOptions:
     read_ahead_kb: int = 1024
     fsname: str = "lakefuse"
     worker_threads: int = 16
-    busy_poll_ms: float = 2.0
 
 
 def kernel_options(options: MountOptions) -> set[str]:
@@ -118,7 +115,7 @@ def serve(fs: LakeFilesystem, mountpoint: str, options: MountOptions,
         raise MountFailed(f"cannot mount at {mountpoint}: {exc} (is it already mounted? is /dev/fuse usable?)") from None
     ready = []
     try:
-        trio.run(_main, fs, ops, mountpoint, options, lambda: (ready.append(True), on_ready and on_ready()))
+        trio.run(_main, fs, mountpoint, options, lambda: (ready.append(True), on_ready and on_ready()))
     except KeyboardInterrupt:
         pass
     except trio.TooSlowError:
@@ -134,12 +131,10 @@ def serve(fs: LakeFilesystem, mountpoint: str, options: MountOptions,
         raise MountFailed(f"{mountpoint}: the FUSE session ended before the mount was ready (see the log)")
 
 
-async def _main(fs: LakeFilesystem, ops: LakeOperations, mountpoint: str, options: MountOptions, on_ready) -> None:
+async def _main(fs: LakeFilesystem, mountpoint: str, options: MountOptions, on_ready) -> None:
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_watch_signals, fs, nursery.cancel_scope)
         nursery.start_soon(_serve_until_unmounted, nursery.cancel_scope)
-        if options.busy_poll_ms > 0:
-            nursery.start_soon(poll_after_metadata, ops, options.busy_poll_ms / 1000)
         await _wait_ready(mountpoint)
         if options.read_ahead_kb > 0:
             set_read_ahead(mountpoint, options.read_ahead_kb)
@@ -151,20 +146,6 @@ async def _main(fs: LakeFilesystem, ops: LakeOperations, mountpoint: str, option
 async def _serve_until_unmounted(cancel_scope: trio.CancelScope) -> None:
     await pyfuse3.main()
     cancel_scope.cancel()  # unmounted from outside: stop the signal watcher too
-
-
-async def poll_after_metadata(ops: LakeOperations, window: float) -> None:
-    """For ``window`` seconds after each metadata request, keep the event loop polling the FUSE
-    device instead of sleeping in epoll.  ``stat`` of many files, ``ls``, ``find`` and jobs
-    opening many files send their LOOKUPs one after another; a sleeping loop pays a wake-up for
-    each (a third of a LOOKUP's round trip on a small VM).  The cost is one core busy during
-    such bursts, and nothing when the mount is idle: the poller then waits for the next
-    metadata request.  Data requests (read, write) do not start it: they are big enough."""
-    while True:
-        waiter = ops.poll_waiter = trio.Event()
-        await waiter.wait()
-        while time.monotonic() - ops.last_metadata_request < window:
-            await trio.lowlevel.checkpoint()
 
 
 async def _wait_ready(mountpoint: str) -> None:

@@ -56,32 +56,3 @@ def test_entry_attributes_carry_timeouts_and_blocks():
     e = entry_attributes(attrs)
     assert (e.st_ino, e.st_size, e.st_blocks, e.st_mtime_ns) == (7, 1025, 3, 5_000_000_001)
     assert (e.entry_timeout, e.attr_timeout, e.st_blksize) == (1.0, 86400.0, 1024 * 1024)
-
-
-def test_the_loop_polls_for_a_while_after_a_metadata_request_then_sleeps():
-    """poll_after_metadata: busy for ``window`` after each metadata request, then waiting on an
-    event (no wake-ups at all while the mount is idle)."""
-    import time
-
-    from lakefuse.fuse.operations import LakeOperations
-    from lakefuse.fuse.runner import poll_after_metadata
-
-    ops = LakeOperations(fs=None)
-
-    async def main():
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(poll_after_metadata, ops, 0.05)
-            await trio.sleep(0.01)
-            assert ops.poll_waiter is not None  # idle
-            cpu = time.process_time()
-            await trio.sleep(0.2)
-            assert time.process_time() - cpu < 0.05  # idle costs nothing
-            ops._metadata_request()
-            assert ops.poll_waiter is None  # woken
-            await trio.sleep(0.02)
-            assert ops.poll_waiter is None  # still polling inside the window
-            await trio.sleep(0.1)
-            assert ops.poll_waiter is not None  # asleep again
-            nursery.cancel_scope.cancel()
-
-    trio.run(main)
