@@ -1,7 +1,7 @@
 """Write throughput: cp of a 1 GiB file into a branch through lakefuse vs cp to local disk
 (and cp + sync, the same durability as lakefuse's upload, which fsyncs) vs cp through bindfs.
 
-    python scripts/bench/mount_write.py [--size-mib 1024] [--runs 3] [--workdir DIR]
+    python scripts/bench/mount_write.py [--size-mib 1024] [--runs 5] [--workdir DIR]
 
 The lakefuse time includes close(), which uploads and stages the object.  Each figure is the
 median of ``--runs`` runs after one warm-up run (the machine may be shared: compare rows of one
@@ -42,7 +42,7 @@ def file_sha256(path: Path) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size-mib", type=int, default=1024)
-    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--workdir", default=None)
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="lakefuse-bench-", dir=args.workdir))
@@ -59,11 +59,13 @@ def main() -> None:
     bind_source = workdir / "bind-source"
     bind_source.mkdir()
     rows = []
+    best = {}
 
     def measured(label: str, fn) -> None:
         """One row: GB/s of the median run; the note lists every run's seconds."""
         fn()  # warm-up, not counted: the first run also pays for page cache the VM never used
         seconds = [fn() for _ in range(args.runs)]
+        best[label] = min(seconds)
         rows.append((label, gb / statistics.median(seconds), "runs: " + " ".join(f"{t:.2f}s" for t in seconds)))
 
     def settle() -> None:
@@ -117,8 +119,11 @@ def main() -> None:
     home.close()
     print_table(f"cp of a {args.size_mib} MiB file (GB/s, median of {args.runs})", rows, "GB/s", "cp to local disk")
     values = {label: value for label, value, _ in rows}
-    print(f"\n  lakefuse / cp to local disk: {values['cp into a lakefuse branch (incl. upload)'] / values['cp to local disk']:.2f}"
-          " (target >= 0.5)")
+    lake, local = "cp into a lakefuse branch (incl. upload)", "cp to local disk"
+    print(f"\n  lakefuse / cp to local disk: {values[lake] / values[local]:.2f} (medians; target >= 0.5)")
+    # a local cp into page cache the VM already backs is several times faster than one that
+    # first has to get memory from the host: the best runs compare the fast case of both
+    print(f"  best run vs best run: {best[local] / best[lake]:.2f}")
     shutil.rmtree(workdir, ignore_errors=True)
 
 
