@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+from unittest import mock
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lakefuse.errors import CorruptedData, InvalidArgument
+from lakefuse.graveler.committed import encoding
 from lakefuse.graveler.committed.encoding import (
     EMPTY_FILE_ID,
     decode_entry,
@@ -208,3 +213,321 @@ def test_non_bytes_key_is_invalid_argument():
     with pytest.raises(InvalidArgument, match="must be bytes"):
         validate_key("text")  # type: ignore[arg-type]
     validate_key("ünïcode/ok".encode())
+
+
+# -- decode_entry: the hand-inlined decoder against the generic one --------------------------
+#
+# ``reference_decode_entry`` is decode_entry as it was before it was hand-inlined: the generic
+# field-by-field protobuf walk (a copy, so that it stays the reference whatever the module does).
+
+
+def _reference_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
+    result = 0
+    shift = 0
+    try:
+        while True:
+            byte = buf[pos]
+            pos += 1
+            if byte < 128:
+                return result | (byte << shift), pos
+            result |= (byte & 0x7F) << shift
+            shift += 7
+            if shift > 63:
+                raise CorruptedData("varint longer than 10 bytes")
+    except IndexError:
+        raise CorruptedData("truncated varint") from None
+
+
+def _reference_fields(buf: bytes):
+    pos = 0
+    end = len(buf)
+    while pos < end:
+        key, pos = _reference_uvarint(buf, pos)
+        field, wire_type = key >> 3, key & 7
+        if wire_type == 0:
+            value, pos = _reference_uvarint(buf, pos)
+        elif wire_type == 2:
+            length, pos = _reference_uvarint(buf, pos)
+            if pos + length > end:
+                raise CorruptedData("protobuf field truncated")
+            value = buf[pos : pos + length]
+            pos += length
+        elif wire_type == 1:
+            value = int.from_bytes(buf[pos : pos + 8], "little")
+            pos += 8
+        elif wire_type == 5:
+            value = int.from_bytes(buf[pos : pos + 4], "little")
+            pos += 4
+        else:
+            raise CorruptedData(f"unsupported protobuf wire type {wire_type}")
+        if pos > end:
+            raise CorruptedData("protobuf message truncated")
+        yield field, wire_type, value
+
+
+def _reference_int64(value: int) -> int:
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def _reference_utf8(value, what: str) -> str:
+    if not isinstance(value, bytes):
+        raise CorruptedData(f"protobuf field {what}: expected bytes")
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        raise CorruptedData(f"protobuf field {what}: not UTF-8") from None
+
+
+def reference_decode_entry(data: bytes) -> Entry:
+    address = ""
+    mtime = 0
+    size = 0
+    etag = ""
+    metadata: dict[str, str] = {}
+    address_type = 0
+    content_type = ""
+    for field, wire_type, value in _reference_fields(data):
+        if field == 1 and wire_type == 2:
+            address = _reference_utf8(value, "address")
+        elif field == 2 and wire_type == 2:
+            for tfield, twire, tvalue in _reference_fields(value):
+                if tfield == 1 and twire == 0:
+                    mtime = _reference_int64(tvalue)
+        elif field == 3 and wire_type == 0:
+            size = _reference_int64(value)
+        elif field == 4 and wire_type == 2:
+            etag = _reference_utf8(value, "e_tag")
+        elif field == 5 and wire_type == 2:
+            name = item_value = ""
+            for mfield, mwire, mvalue in _reference_fields(value):
+                if mfield == 1 and mwire == 2:
+                    name = _reference_utf8(mvalue, "metadata key")
+                elif mfield == 2 and mwire == 2:
+                    item_value = _reference_utf8(mvalue, "metadata value")
+            metadata[name] = item_value
+        elif field == 6 and wire_type == 0:
+            address_type = value
+        elif field == 7 and wire_type == 2:
+            content_type = _reference_utf8(value, "content_type")
+    return Entry(address, size, mtime, etag, content_type, metadata, address_type == 2)
+
+
+def outcome(decode, data) -> tuple:
+    """What ``decode(data)`` does, comparable: every field (metadata in order) or the error."""
+    try:
+        e = decode(data)
+    except Exception as error:  # noqa: BLE001 - any difference must show
+        return ("error", type(error), str(error))
+    return ("ok", type(e), e.physical_address, type(e.size), e.size, type(e.mtime), e.mtime, e.checksum,
+            e.content_type, type(e.metadata), list(e.metadata.items()), e.address_is_full)
+
+
+def assert_same_as_reference(data) -> None:
+    assert outcome(decode_entry, data) == outcome(reference_decode_entry, data), data
+
+
+def _uvarint(value: int, padding: int = 0) -> bytes:
+    """Protobuf varint (negative: 64-bit two's complement), with ``padding`` redundant bytes."""
+    value &= (1 << 64) - 1 if value < 0 else -1
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    if padding:  # same value in more bytes: ... 0x80 | last, 0x80, ..., 0x00
+        out[-1] |= 0x80
+        out += b"\x80" * (padding - 1) + b"\x00"
+    return bytes(out)
+
+
+_texts = st.text(max_size=12) | st.text(max_size=300) | st.sampled_from(["", "ü", "日本語", "🙂" * 40, "a" * 127, "b" * 128])
+_int64s = st.integers(-(2**63), 2**63 - 1) | st.sampled_from(
+    [0, 1, 127, 128, 2**14 - 1, 2**14, 2**21, 2**28 - 1, 2**28, 2**35 - 1, 2**35, 2**63 - 1, -1, -(2**63)]
+)
+entries = st.builds(
+    Entry,
+    physical_address=_texts,
+    size=_int64s,
+    mtime=_int64s | st.integers(0, 2**34),
+    checksum=_texts,
+    content_type=_texts,
+    metadata=st.dictionaries(_texts, _texts, max_size=4),
+    address_is_full=st.booleans(),
+)
+
+
+@st.composite
+def _strings(draw) -> bytes:
+    """The payload of a string field: UTF-8, now and then not."""
+    if draw(st.integers(0, 15)) == 0:
+        return draw(st.binary(max_size=6))
+    return draw(_texts).encode("utf-8")
+
+
+@st.composite
+def _fields(draw, known: dict) -> bytes:
+    """One protobuf field: a known one (``known``: tag -> payload strategy) or an unknown one of
+    any wire type, the tag sometimes in more bytes than needed."""
+    padding = draw(st.sampled_from([0] * 12 + [1, 2]))
+    kind = draw(st.integers(0, 3))
+    if kind and known:
+        key = draw(st.sampled_from(sorted(known)))
+        payload = draw(known[key])
+        if key & 7 == 2:
+            return _uvarint(key, padding) + _uvarint(len(payload), draw(st.sampled_from([0] * 8 + [1]))) + payload
+        return _uvarint(key, padding) + payload
+    field = draw(st.sampled_from([0, 1, 2, 3, 4, 5, 6, 7, 8, 15, 16, 2047, 2**29 - 1]))
+    wire_type = draw(st.sampled_from([0, 1, 2, 5, 0, 1, 2, 5, 3, 4, 6, 7]))
+    tag = _uvarint(field << 3 | wire_type, padding)
+    if wire_type == 0:
+        return tag + _uvarint(draw(st.integers(0, 2**64 - 1)))
+    if wire_type == 1:
+        return tag + draw(st.binary(min_size=8, max_size=8))
+    if wire_type == 5:
+        return tag + draw(st.binary(min_size=4, max_size=4))
+    if wire_type == 2:
+        payload = draw(st.binary(max_size=20))
+        return tag + _uvarint(len(payload)) + payload
+    return tag + draw(st.binary(max_size=3))  # groups and wire types 6, 7: unsupported
+
+
+def _message(known: dict, max_size: int):
+    return st.lists(_fields(known), max_size=max_size).map(b"".join)
+
+
+_varints = st.integers(-(2**63), 2**64 - 1).map(_uvarint)
+_timestamps = _message({0x08: _varints, 0x10: st.integers(0, 999_999_999).map(_uvarint)}, 3)
+_metadata_items = _message({0x0A: _strings(), 0x12: _strings()}, 3)
+entry_messages = _message(
+    {0x0A: _strings(), 0x12: _timestamps, 0x18: _varints, 0x22: _strings(), 0x2A: _metadata_items,
+     0x30: st.integers(0, 3).map(_uvarint) | _varints, 0x3A: _strings()},
+    12,
+)
+
+
+def _split_fields(data: bytes) -> list[bytes]:
+    """The raw bytes of each top-level field of a valid message."""
+    chunks = []
+    pos = 0
+    while pos < len(data):
+        start = pos
+        key, pos = _reference_uvarint(data, pos)
+        assert key & 7 in (0, 2)
+        value, pos = _reference_uvarint(data, pos)
+        if key & 7 == 2:
+            pos += value
+        chunks.append(data[start:pos])
+    return chunks
+
+
+@settings(max_examples=300, deadline=None)
+@given(entry=entries)
+def test_decode_entry_round_trips_by_its_fast_path(entry):
+    # encode_entry's output (and lakeFS's, below) never needs the generic decoder
+    with mock.patch.object(encoding, "_decode_entry_generic", side_effect=AssertionError("fast path not taken")):
+        decoded = decode_entry(encode_entry(entry))
+    assert decoded == entry
+    assert type(decoded) is Entry
+    assert list(decoded.metadata.items()) == sorted(entry.metadata.items())
+
+
+@settings(max_examples=100, deadline=None)
+@given(entry=entries, data=st.data())
+def test_decode_entry_any_field_order(entry, data):
+    chunks = _split_fields(encode_entry(entry))
+    shuffled = b"".join(data.draw(st.permutations(chunks)))
+    assert decode_entry(shuffled) == entry
+    assert_same_as_reference(shuffled)
+
+
+def test_decode_entry_fast_path_takes_lakefs_bytes():
+    lakefs = (  # a record of tests/data/lakefs_files/range.sst: Timestamp with nanos
+        b'\n b0c968736d8f42a2b1c6284835f08226\x12\x0c\x08\x80\x9c\xaf\x88\x06\x10\xcb\x94\xd3\xe0\x01'
+        b'\x18\x0b" 664c688b4ea9c56730daacfc3d70aeed0\x01'
+    )
+    with mock.patch.object(encoding, "_decode_entry_generic", side_effect=AssertionError("fast path not taken")):
+        decoded = decode_entry(lakefs)
+    assert decoded == Entry("b0c968736d8f42a2b1c6284835f08226", 11, 1628163584, "664c688b4ea9c56730daacfc3d70aeed", "")
+    assert_same_as_reference(lakefs)
+
+
+def test_decode_entry_fast_path_skips_unknown_fields():
+    entry = Entry("data/a", 5, 1700000000, "c", "t", {"k": "v"})
+    unknown = (
+        b"\x40\x96\x01"  # 8 varint
+        + b"\x49" + b"\x01" * 8  # 9 fixed64
+        + b"\x52\x03xyz"  # 10 bytes
+        + b"\x5d\x01\x02\x03\x04"  # 11 fixed32
+        + b"\xa2\x06\x01z"  # 100 bytes: a tag of two bytes
+    )
+    data = unknown[:3] + encode_entry(entry) + unknown[3:]
+    with mock.patch.object(encoding, "_decode_entry_generic", side_effect=AssertionError("fast path not taken")):
+        assert decode_entry(data) == entry
+    assert_same_as_reference(data)
+
+
+@settings(max_examples=500, deadline=None)
+@given(data=entry_messages)
+def test_decode_entry_agrees_with_reference_on_random_messages(data):
+    # unknown fields of every wire type, repeated and shuffled fields, odd timestamps and
+    # metadata items, redundant varint bytes, bad UTF-8, unsupported wire types
+    assert_same_as_reference(data)
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=entry_messages | entries.map(encode_entry))
+def test_decode_entry_every_truncation_is_the_references(data):
+    for end in range(len(data)):
+        assert_same_as_reference(data[:end])
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.binary(max_size=40))
+def test_decode_entry_agrees_with_reference_on_any_bytes(data):
+    assert_same_as_reference(data)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"",
+        b"\x12\x00",  # empty Timestamp: mtime 0
+        b"\x12\x02\x08\x05\x12\x00",  # an empty Timestamp after one does not reset mtime
+        b"\x12\x02\x08\x05\x12\x02\x08\x07",  # last wins
+        b"\x12\x04\x10\x01\x08\x05",  # nanos before seconds
+        b"\x12\x02\x18\x01",  # an unknown Timestamp field
+        b"\x12\x01\x08",  # a truncated Timestamp
+        b"\x12\x02\x08\x80\x00\x00",  # a Timestamp whose varint runs out of it
+        b"\x2a\x00",  # an empty metadata item: "" -> ""
+        b"\x2a\x06\x12\x01v\x0a\x01k",  # value before key
+        b"\x2a\x03\x0a\x01k\x2a\x03\x0a\x01k",  # the same key twice
+        b"\x2a\x02\x0a\x05kkkkk",  # a metadata key running out of its item
+        b"\x0a\x02\xff\xfe",  # not UTF-8
+        b"\x0a\x05abc",  # a truncated string
+        b"\x18" + b"\xff" * 9 + b"\x01",  # size -1
+        b"\x18" + b"\xff" * 9 + b"\x7f",  # a 10-byte varint beyond 64 bits
+        b"\x18" + b"\xff" * 10 + b"\x01",  # a varint of 11 bytes
+        b"\x30\x02",  # address_type FULL
+        b"\x30\x82\x00",  # ... in a redundant byte
+        b"\x8a\x00\x01a",  # field 1 with its tag in two bytes
+        b"\x09" + b"\x80" * 8 + b"\x0a\x01a",  # an unknown fixed64 field of high bytes
+        b"\x0d\x01\x02\x03",  # a truncated fixed32
+        b"\x0b\x0c",  # a group: unsupported
+        b"\x0a",  # a tag alone
+    ],
+)
+def test_decode_entry_edge_cases_match_reference(data):
+    assert_same_as_reference(data)
+    assert_same_as_reference(bytearray(data))
+    assert_same_as_reference(memoryview(data))
+
+
+def test_decoded_entry_is_a_plain_frozen_entry():
+    # decode_entry builds Entry without its __init__: nothing may be skipped
+    assert not hasattr(Entry, "__post_init__")
+    entry = decode_entry(encode_entry(Entry("a", 1, 2, "c", "t", {"k": "v"}, True)))
+    assert type(entry) is Entry
+    assert entry == Entry("a", 1, 2, "c", "t", {"k": "v"}, True)
+    assert hash(entry) == hash(Entry("a", 1, 2, "c", "t", {"k": "v"}, True))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        entry.size = 5  # type: ignore[misc]
