@@ -738,18 +738,30 @@ class LakeFilesystem:
                 h.extras_done = True
                 h.buffer.extend(self._unstaged_in(tree, node.path, h.names))
                 continue
-            name, key, stat = h.buffer[0]
-            if name in h.names:  # a file and a directory of the same name: the file wins
-                h.buffer.popleft()
-                continue
-            child = self._tree_node(tree, join(node.path, name), stat, tree._expiry())
-            if not add(name.encode("utf-8"), self._attrs(child), len(h.emitted) + 1):
-                self.table.drop_if_unused(child)
+            if not self._emit_buffered(h, add, tree):
                 return
-            self.table.add_lookup(child)
-            h.buffer.popleft()
-            h.emitted.append((key, name))
-            h.names.add(name)
+
+    def _emit_buffered(self, h: DirHandle, add, tree: Tree) -> bool:
+        """Report the listed entries in ``h.buffer``; False once ``add`` says the kernel's
+        buffer is full.  The per-entry loop of every listing: names looked up once."""
+        buffer, names, emitted = h.buffer, h.names, h.emitted
+        prefix = dir_prefix(h.node.path)
+        expires = tree._expiry()
+        tree_node, attrs_of, table = self._tree_node, self._attrs, self.table
+        while buffer:
+            name, key, stat = buffer[0]
+            if name in names:  # a file and a directory of the same name: the file wins
+                buffer.popleft()
+                continue
+            child = tree_node(tree, prefix + name, stat, expires)
+            if not add(name.encode("utf-8"), attrs_of(child), len(emitted) + 1):
+                table.drop_if_unused(child)
+                return False
+            table.add_lookup(child)
+            buffer.popleft()
+            emitted.append((key, name))
+            names.add(name)
+        return True
 
     def _seek_dir(self, h: DirHandle, offset: int) -> None:
         """Restart a listing at a position reported earlier (rewinddir, seekdir)."""
