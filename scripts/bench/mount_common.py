@@ -93,21 +93,9 @@ def bindfs_mount(source: Path, mountpoint: Path):
 @contextlib.contextmanager
 def rclone_mount(source: Path, mountpoint: Path, cache_dir: Path):
     mountpoint.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.Popen(["rclone", "mount", str(source), str(mountpoint), "--vfs-cache-mode", "full",
-                             "--cache-dir", str(cache_dir), "--config", "/dev/null"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + READY_TIMEOUT
-        while not is_mounted(mountpoint):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("rclone mount did not come up")
-            time.sleep(0.1)
+    with _served_by(["rclone", "mount", str(source), str(mountpoint), "--vfs-cache-mode", "full",
+                     "--cache-dir", str(cache_dir), "--config", "/dev/null"], mountpoint, "rclone mount"):
         yield mountpoint
-    finally:
-        unmount(mountpoint)
-        if proc.poll() is None:
-            proc.terminate()
-            proc.wait(30)
 
 
 @contextlib.contextmanager
@@ -115,15 +103,22 @@ def pyfuse3_floor_mount(mountpoint: Path, files: int):
     """The trivial pyfuse3 filesystem of pyfuse3_floor.py: ``dir/`` with ``files`` names."""
     mountpoint.mkdir(parents=True, exist_ok=True)
     script = Path(__file__).with_name("pyfuse3_floor.py")
-    proc = subprocess.Popen([sys.executable, str(script), str(mountpoint), "--files", str(files)],
-                            stdout=subprocess.DEVNULL)
+    with _served_by([sys.executable, str(script), str(mountpoint), "--files", str(files)], mountpoint,
+                    "the pyfuse3 floor filesystem"):
+        yield mountpoint
+
+
+@contextlib.contextmanager
+def _served_by(cmd: list[str], mountpoint: Path, what: str):
+    """Run a FUSE server ``cmd`` until ``mountpoint`` is mounted; unmount and stop it after."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + READY_TIMEOUT
         while not is_mounted(mountpoint):
             if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("the pyfuse3 floor filesystem did not come up")
+                raise RuntimeError(f"{what} did not come up")
             time.sleep(0.05)
-        yield mountpoint
+        yield
     finally:
         unmount(mountpoint)
         if proc.poll() is None:
