@@ -38,13 +38,13 @@ _CREATE_ATTEMPTS = 16
 _SYNC_FILE_RANGE_WRITE = 2  # <linux/fs.h>: start writeback of dirty pages, do not wait
 #: bytes a spool's write-behind queue may hold; a write finding it full waits (or, from the
 #: event loop, goes to a worker thread that waits)
-WRITE_BEHIND_LIMIT = 32 * 1024 * 1024
+WRITE_BEHIND_LIMIT = 16 * 1024 * 1024
 #: bytes a SpoolTail holds that its consumer has not taken yet; the writer waits beyond that
-TAIL_BUFFER_LIMIT = 32 * 1024 * 1024
+TAIL_BUFFER_LIMIT = 16 * 1024 * 1024
 #: O_DIRECT alignment of file offsets, lengths and memory (covers 512 and 4096-byte devices)
 DIRECT_ALIGN = 4096
 #: how many bytes the direct appender gathers before writing them
-DIRECT_STAGE = 8 * 1024 * 1024
+DIRECT_STAGE = 4 * 1024 * 1024
 
 
 def _libc_sync_file_range():
