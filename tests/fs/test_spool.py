@@ -142,3 +142,40 @@ def test_a_tail_fails_when_the_bytes_stop_being_appends(tmp_path):
     with pytest.raises(Exception):
         tail.finish()
     spool.close()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_mixes_of_queued_appends_writes_truncates_and_reads_match_a_model(tmp_path, seed):
+    """Against a bytearray: queued appends of every size (crossing the 4 KiB direct-I/O blocks
+    and the stage), ordinary writes anywhere, truncates, reads and drains in random order."""
+    import random
+
+    rng = random.Random(seed)
+    spool = Spool(str(tmp_path))
+    model = bytearray()
+    for _ in range(120):
+        action = rng.random()
+        if action < 0.6:
+            size = rng.choice([1, 511, 4095, 4096, 4097, 65536, 1 << 20, rng.randrange(1, 3 << 20)])
+            data = rng.randbytes(size)
+            spool.write_behind(len(model), data)
+            model += data
+        elif action < 0.75:
+            offset = rng.randrange(0, len(model) + 10)
+            data = rng.randbytes(rng.randrange(1, 10_000))
+            spool.write(offset, data)
+            if offset > len(model):
+                model += bytes(offset - len(model))
+            model[offset:offset + len(data)] = data
+        elif action < 0.82:
+            size = rng.randrange(0, len(model) + 1)
+            spool.truncate(size)
+            del model[size:]
+        elif action < 0.95 and model:
+            offset = rng.randrange(0, len(model))
+            assert spool.read(offset, 70_000) == bytes(model[offset:offset + 70_000])
+        else:
+            spool.drain()
+        assert spool.size() == len(model)
+    assert file_bytes(spool) == bytes(model)
+    spool.close()
