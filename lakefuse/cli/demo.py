@@ -131,7 +131,7 @@ def _mount_command(ctx: CliContext, mountpoint: str) -> list[str]:
 
 def mount_in_background(ctx: CliContext, mountpoint: str) -> str | None:
     """Mount every repository at ``mountpoint`` (daemonized); None, or why it did not work."""
-    from lakefuse.cli.main import DELEGATED
+    from lakefuse.cli.delegated import DELEGATED
 
     if DELEGATED[0].available_module() is None:
         return "the mount command is not available in this installation"

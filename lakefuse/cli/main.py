@@ -26,11 +26,9 @@ import io
 import os
 import sys
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Callable
 
 import lakefuse
-from lakefuse.cli import cache_commands, demo, fs_commands, ref_commands, repo_commands, version_commands
+from lakefuse.cli import cache_commands, delegated, demo, fs_commands, ref_commands, repo_commands, version_commands
 from lakefuse.cli.context import CliContext
 from lakefuse.errors import HookFailed, InvalidArgument, LakefuseError, MergeConflict
 
@@ -53,84 +51,6 @@ class CliParser(argparse.ArgumentParser):
         raise UsageError(f"{where}{message} (see '{self.prog} --help')")
 
 
-# --------------------------------------------------------------------------------------------
-# delegated commands
-
-
-@dataclass(frozen=True)
-class Delegated:
-    """Commands another module registers; ``modules`` are tried in order for ``function``."""
-
-    names: tuple[str, ...]
-    helps: tuple[str, ...]
-    modules: tuple[str, ...]
-    function: str
-    register: Callable[[object, argparse._SubParsersAction, CliContext], None]
-    own_logging: bool = False  # the module configures logging itself
-
-    def available_module(self) -> str | None:
-        """The first module that exists and defines ``function``.  Found by path and read as
-        text, never imported (finding ``lakefuse.actions.cli`` through importlib would import
-        the ``lakefuse.actions`` package)."""
-        for name in self.modules:
-            source = _module_source(name)
-            if source is None:
-                continue
-            try:
-                with open(source, encoding="utf-8") as handle:
-                    if f"def {self.function}(" in handle.read():
-                        return name
-            except OSError:
-                continue
-        return None
-
-
-def _module_source(name: str) -> str | None:
-    """The source file of the lakefuse module ``name`` (``lakefuse.x.y``), or None."""
-    parts = name.split(".")
-    if parts[0] != PROG:
-        return None
-    for root in lakefuse.__path__:
-        base = os.path.join(root, *parts[1:])
-        for candidate in (base + ".py", os.path.join(base, "__init__.py")):
-            if os.path.isfile(candidate):
-                return candidate
-    return None
-
-
-def _register_mount(module, subparsers, ctx: CliContext) -> None:
-    mount = subparsers.add_parser(
-        "mount", help="mount repositories as a filesystem",
-        description="Mount every repository, one repository (lakefs://REPO) or one ref (lakefs://REPO/REF).",
-        epilog="example: lakefuse mount /mnt/lakefuse")
-    module.add_mount_arguments(mount)
-    mount.set_defaults(func=lambda args: module.mount_main(args))
-    umount = subparsers.add_parser("umount", help="unmount a lakefuse mount", description="Unmount a lakefuse mount.")
-    module.add_umount_arguments(umount)
-    umount.set_defaults(func=lambda args: module.umount_main(args))
-
-
-def _register_actions(module, subparsers, ctx: CliContext) -> None:
-    module.add_actions_commands(subparsers, ctx.app_factory)
-
-
-def _register_spark(module, subparsers, ctx: CliContext) -> None:
-    module.add_spark_commands(subparsers, ctx.app_factory)
-
-
-DELEGATED = (
-    Delegated(("mount", "umount"), ("mount repositories as a filesystem", "unmount a lakefuse mount"),
-              ("lakefuse.mountcmd",), "add_mount_arguments", _register_mount, own_logging=True),
-    Delegated(("actions",), ("validate action files and inspect hook runs",),
-              ("lakefuse.actions.cli",), "add_actions_commands", _register_actions),
-    Delegated(("import", "export", "gc"),
-              ("import a local directory or S3 prefix into a branch, without copying (Spark)",
-               "copy every object of a commit to a local directory or S3 prefix (Spark)",
-               "delete data objects nothing retained references (Spark)"),
-              ("lakefuse.spark.cli", "lakefuse.spark"), "add_spark_commands", _register_spark),
-)
-
-
 def _command_word(argv: list[str]) -> str | None:
     """The command about to run: the first argument that is not a global option."""
     skip = False
@@ -146,19 +66,19 @@ def _command_word(argv: list[str]) -> str | None:
     return None
 
 
-def _add_delegated(subparsers, ctx: CliContext, delegated: Delegated, chosen: str | None) -> bool:
-    """Register ``delegated`` (for real if ``chosen`` is one of its names); whether it did."""
-    module_name = delegated.available_module()
+def _add_delegated(subparsers, ctx: CliContext, command: delegated.Delegated, chosen: str | None) -> bool:
+    """Register ``command`` (for real if ``chosen`` is one of its names); whether it did."""
+    module_name = command.available_module()
     if module_name is None:
         return False
-    if chosen in delegated.names:
+    if chosen in command.names:
         try:
             module = importlib.import_module(module_name)
         except ImportError as exc:
             raise InvalidArgument(f"'{chosen}' is not available here: {exc}") from None
-        delegated.register(module, subparsers, ctx)
+        command.register(module, subparsers, ctx)
         return True
-    for name, help_text in zip(delegated.names, delegated.helps):
+    for name, help_text in zip(command.names, command.helps):
         subparsers.add_parser(name, help=help_text, add_help=False)
     return True
 
@@ -181,8 +101,8 @@ def build_parser(argv: list[str] | None = None, ctx: CliContext | None = None) -
     fs_commands.register(subparsers, ctx)
     version_commands.register(subparsers, ctx)
     cache_commands.register(subparsers, ctx)
-    for delegated in DELEGATED:
-        _add_delegated(subparsers, ctx, delegated, chosen)
+    for command in delegated.DELEGATED:
+        _add_delegated(subparsers, ctx, command, chosen)
     demo.register(subparsers, ctx)
     return parser
 
@@ -228,9 +148,9 @@ def _logging(debug: bool, enabled: bool):
 
 
 @contextmanager
-def _config_for_delegated(config_path: str | None, delegated: bool):
+def _config_for_delegated(config_path: str | None, is_delegated: bool):
     """Delegated modules read the configuration themselves: pass ``--config`` on to them."""
-    if not (config_path and delegated):
+    if not (config_path and is_delegated):
         yield
         return
     previous = os.environ.get("LAKEFUSE_CONFIG")
@@ -279,9 +199,9 @@ def _run(argv: list[str]) -> int:
             return 0
         args = parser.parse_args(argv)
         ctx.config_path = args.config
-        delegated = next((d for d in DELEGATED if args.command in d.names), None)
-        with _logging(_debug(), enabled=not (delegated and delegated.own_logging)), \
-                _config_for_delegated(args.config, delegated is not None):
+        chosen = next((d for d in delegated.DELEGATED if args.command in d.names), None)
+        with _logging(_debug(), enabled=not (chosen and chosen.own_logging)), \
+                _config_for_delegated(args.config, chosen is not None):
             code = args.func(args)
         sys.stdout.flush()
         return int(code or 0)

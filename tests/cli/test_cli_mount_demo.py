@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from lakefuse.cli import main as cli_main
+from lakefuse.cli import delegated as cli_delegated
 from lakefuse.cli.mount_control import commit_in_mount, error_for, find_branch_dir
 from lakefuse.errors import (
     Conflict,
@@ -42,9 +42,9 @@ def test_demo_without_mount_creates_the_repository_once(cli, tmp_path):
 
 
 def test_demo_without_a_mount_command_shows_the_repository_and_how_to_mount(cli, tmp_path, monkeypatch):
-    missing = cli_main.Delegated(("mount", "umount"), ("m", "u"), ("lakefuse.no_such_module",),
-                                 "add_mount_arguments", cli_main._register_mount)
-    monkeypatch.setattr(cli_main, "DELEGATED", (missing,) + cli_main.DELEGATED[1:])
+    missing = cli_delegated.Delegated(("mount", "umount"), ("m", "u"), ("lakefuse.no_such_module",),
+                                     "add_mount_arguments", cli_delegated._register_mount)
+    monkeypatch.setattr(cli_delegated, "DELEGATED", (missing,) + cli_delegated.DELEGATED[1:])
     result = cli("demo", "--mountpoint", tmp_path / "mnt")
     assert result.code == 0, result.err
     assert "not mounted: the mount command is not available" in result.out

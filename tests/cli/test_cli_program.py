@@ -11,6 +11,7 @@ import types
 import pytest
 
 import lakefuse
+from lakefuse.cli import delegated as cli_delegated
 from lakefuse.cli import main as cli_main
 
 from .conftest import REPO_ROOT
@@ -84,9 +85,9 @@ def test_actions_commands_are_delegated(cli, tmp_path):
 
 
 def test_missing_delegated_module_is_not_registered(cli, monkeypatch):
-    missing = cli_main.Delegated(("mount", "umount"), ("m", "u"), ("lakefuse.no_such_module",),
-                                 "add_mount_arguments", cli_main._register_mount)
-    monkeypatch.setattr(cli_main, "DELEGATED", (missing,) + cli_main.DELEGATED[1:])
+    missing = cli_delegated.Delegated(("mount", "umount"), ("m", "u"), ("lakefuse.no_such_module",),
+                                     "add_mount_arguments", cli_delegated._register_mount)
+    monkeypatch.setattr(cli_delegated, "DELEGATED", (missing,) + cli_delegated.DELEGATED[1:])
     assert "    mount " not in cli("--help").out
     result = cli("mount", "/tmp")
     assert result.code == 2 and "invalid choice" in result.err
@@ -109,12 +110,12 @@ def fake_spark(monkeypatch, tmp_path):
     source = tmp_path / "fake_spark.py"
     source.write_text("def add_spark_commands(subparsers, app_factory): ...\n")
     monkeypatch.setitem(sys.modules, "lakefuse.fake_spark", module)
-    real_source = cli_main._module_source
-    monkeypatch.setattr(cli_main, "_module_source",
+    real_source = cli_delegated._module_source
+    monkeypatch.setattr(cli_delegated, "_module_source",
                         lambda name: str(source) if name == "lakefuse.fake_spark" else real_source(name))
-    spark = cli_main.Delegated(("import", "export", "gc"), ("i", "e", "g"), ("lakefuse.fake_spark",),
-                               "add_spark_commands", cli_main._register_spark)
-    monkeypatch.setattr(cli_main, "DELEGATED", cli_main.DELEGATED[:2] + (spark,))
+    spark = cli_delegated.Delegated(("import", "export", "gc"), ("i", "e", "g"), ("lakefuse.fake_spark",),
+                                    "add_spark_commands", cli_delegated._register_spark)
+    monkeypatch.setattr(cli_delegated, "DELEGATED", cli_delegated.DELEGATED[:2] + (spark,))
     return calls
 
 
