@@ -24,7 +24,7 @@ class App:
         from lakefuse.actions import ActionsRunner
         from lakefuse.cache import DiskCache, RamCache
         from lakefuse.catalog import Catalog
-        from lakefuse.db import open_database
+        from lakefuse.db import SqlRefStore, SqlStagingStore, open_database
         from lakefuse.graveler.graveler import Graveler
 
         self.config = config
@@ -35,8 +35,8 @@ class App:
         self._committed_stores: list = []  # created here, closed by close()
         self.actions = ActionsRunner(self.block_for_repository)
         self.graveler = Graveler(
-            self.database.ref_store(),
-            self.database.staging_store(),
+            SqlRefStore(self.database),
+            SqlStagingStore(self.database),
             self.committed_for,
             hooks=self.actions,
         )

@@ -1,7 +1,7 @@
 """SQL adapters of the Graveler ports: refs and staged entries on SQLite or PostgreSQL.
 
-``open_database(url)`` opens (and creates) the database; ``Database.ref_store()`` and
-``Database.staging_store()`` give the ``RefStore`` / ``StagingStore`` implementations.
+``open_database(url)`` opens (and creates) the database; ``SqlRefStore(database)`` and
+``SqlStagingStore(database)`` are the ``RefStore`` / ``StagingStore`` implementations on it.
 Modules: ``schema`` (tables), ``database`` (engine, transactions), ``refs``, ``staging``.
 """
 

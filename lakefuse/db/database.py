@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import Iterator
 
 from sqlalchemy import create_engine, event, select, text
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
@@ -30,10 +30,6 @@ from sqlalchemy.pool import StaticPool
 
 from lakefuse.db import schema
 from lakefuse.errors import ConcurrentUpdate, ConfigError
-
-if TYPE_CHECKING:
-    from lakefuse.db.refs import SqlRefStore
-    from lakefuse.db.staging import SqlStagingStore
 
 SQLITE_BUSY_TIMEOUT_S = 30.0
 _BEGIN_OPTION = "lakefuse_begin"
@@ -82,17 +78,6 @@ class Database:
         if self.dialect == "postgresql":
             return postgresql_insert(table)
         return sqlite_insert(table)
-
-    # stores ------------------------------------------------------------------------------
-    def ref_store(self) -> "SqlRefStore":
-        from lakefuse.db.refs import SqlRefStore
-
-        return SqlRefStore(self)
-
-    def staging_store(self, page_size: int = 1000) -> "SqlStagingStore":
-        from lakefuse.db.staging import SqlStagingStore
-
-        return SqlStagingStore(self, page_size=page_size)
 
     # lifecycle ---------------------------------------------------------------------------
     def schema_version(self) -> int:

@@ -17,11 +17,11 @@ BARRIER_TIMEOUT_S = 30
 def cas_worker(url, repo, branch, worker, lockstep_rounds, free_rounds, barrier, results) -> None:
     report = {"worker": worker, "wins": [], "lockstep_conflicts": [], "free_conflicts": 0, "errors": []}
     try:
-        from lakefuse.db import open_database
+        from lakefuse.db import SqlRefStore, open_database
         from lakefuse.errors import ConcurrentUpdate
 
         database = open_database(url)
-        refs = database.ref_store()
+        refs = SqlRefStore(database)
 
         def attempt(commit_id: str, phase: str, round_: int) -> bool:
             current = refs.get_branch(repo, branch)

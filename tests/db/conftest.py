@@ -21,7 +21,7 @@ except ModuleNotFoundError:  # run without the repository root on sys.path (plai
 
 from sqlalchemy import text
 
-from lakefuse.db import Database, open_database
+from lakefuse.db import Database, SqlRefStore, SqlStagingStore, open_database
 from lakefuse.db.schema import DATA_TABLES
 from lakefuse.graveler.memory import MemoryRefStore, MemoryStagingStore
 
@@ -69,8 +69,8 @@ def clean_pg_database(pg_database):
 def _sql_backend(kind: str, database: Database) -> Backend:
     return Backend(
         kind=kind,
-        refs=database.ref_store(),
-        staging=database.staging_store(),
+        refs=SqlRefStore(database),
+        staging=SqlStagingStore(database),
         url=database.engine.url.render_as_string(hide_password=False),
     )
 

@@ -7,7 +7,7 @@ import threading
 import pytest
 from sqlalchemy import text, update
 
-from lakefuse.db import open_database, schema
+from lakefuse.db import SqlStagingStore, open_database, schema
 from lakefuse.errors import ConfigError
 from lakefuse.graveler.model import ValueRecord
 
@@ -27,9 +27,9 @@ def test_sqlite_file_settings_and_parent_directory(tmp_path):
 def test_reopen_keeps_data(tmp_path):
     url = f"sqlite:///{tmp_path / 'lakefuse.db'}"
     with open_database(url) as database:
-        database.staging_store().set("t", b"k", None)
+        SqlStagingStore(database).set("t", b"k", None)
     with open_database(url) as database:
-        assert database.staging_store().get("t", b"k") is None
+        assert SqlStagingStore(database).get("t", b"k") is None
         assert database.schema_version() == schema.SCHEMA_VERSION
 
 
@@ -44,7 +44,7 @@ def test_newer_schema_version_is_refused(tmp_path):
 
 def test_in_memory_sqlite():
     with open_database("sqlite://") as database:
-        staging = database.staging_store()
+        staging = SqlStagingStore(database)
         staging.set("t", b"k", ValueRecord(b"k", b"i", b"v"))
         assert staging.count("t") == 1
 
@@ -63,7 +63,7 @@ def test_unreachable_postgres_is_config_error():
 def test_sqlite_writers_in_threads_queue_instead_of_failing(tmp_path):
     """BEGIN IMMEDIATE + busy timeout: concurrent writers wait for the lock, none fails."""
     with open_database(f"sqlite:///{tmp_path / 'lakefuse.db'}") as database:
-        staging = database.staging_store()
+        staging = SqlStagingStore(database)
         errors: list[BaseException] = []
 
         def writer(worker: int) -> None:
@@ -88,7 +88,7 @@ def test_sqlite_writers_in_threads_queue_instead_of_failing(tmp_path):
 def test_read_transaction_does_not_block_writer(tmp_path):
     """WAL: an open read transaction does not stop a writer (and keeps its snapshot)."""
     with open_database(f"sqlite:///{tmp_path / 'lakefuse.db'}") as database:
-        staging = database.staging_store()
+        staging = SqlStagingStore(database)
         staging.set("t", b"a", None)
         with database.read() as conn:
             assert conn.execute(text("SELECT count(*) FROM staging_entries")).scalar() == 1

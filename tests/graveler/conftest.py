@@ -43,7 +43,7 @@ def graveler_pg_database():
         sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     from tests.pgserver import postgres_url_for_tests
 
-    from lakefuse.db import open_database
+    from lakefuse.db import SqlRefStore, SqlStagingStore, open_database
 
     with postgres_url_for_tests() as url:
         database = open_database(url)
@@ -67,15 +67,15 @@ def graveler_stores(request, tmp_path) -> GravelerStores:
     if request.param == "memory":
         staging = MemoryStagingStore(page_size=7)  # small pages: iteration crosses page borders
         return GravelerStores("memory", MemoryRefStore(staging), staging)
-    if request.param == "sqlite":
-        from lakefuse.db import open_database
+    from lakefuse.db import SqlRefStore, SqlStagingStore, open_database
 
+    if request.param == "sqlite":
         database = open_database(f"sqlite:///{tmp_path}/db.sqlite")
         request.addfinalizer(database.close)
-        return GravelerStores("sqlite", database.ref_store(), database.staging_store(page_size=7))
+        return GravelerStores("sqlite", SqlRefStore(database), SqlStagingStore(database, page_size=7))
     database = request.getfixturevalue("graveler_pg_database")
     _empty_postgres(database)
-    return GravelerStores("postgres", database.ref_store(), database.staging_store(page_size=7))
+    return GravelerStores("postgres", SqlRefStore(database), SqlStagingStore(database, page_size=7))
 
 
 @pytest.fixture

@@ -41,7 +41,7 @@ def record(key: str, content: str):
 def open_graveler(url: str, staging_page_size: int = 1000):
     """A Graveler on its own connection pool and committed store: ``(graveler, close)``."""
     from lakefuse.block.namespace import open_namespace
-    from lakefuse.db import open_database
+    from lakefuse.db import SqlRefStore, SqlStagingStore, open_database
     from lakefuse.graveler.committed import CommittedManager
     from lakefuse.graveler.graveler import Graveler
 
@@ -53,7 +53,7 @@ def open_graveler(url: str, staging_page_size: int = 1000):
         managers.append(manager)
         return manager
 
-    graveler = Graveler(database.ref_store(), database.staging_store(page_size=staging_page_size), committed_for)
+    graveler = Graveler(SqlRefStore(database), SqlStagingStore(database, page_size=staging_page_size), committed_for)
 
     def close() -> None:
         for manager in managers:
