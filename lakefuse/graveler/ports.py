@@ -15,7 +15,7 @@ Conventions: keys are ``bytes`` (UTF-8 object paths); a staged ``None`` value is
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, Mapping, Protocol, Sequence
+from typing import Iterable, Iterator, Protocol, Sequence
 
 from lakefuse.graveler.model import (
     BranchID,

@@ -43,7 +43,7 @@ def graveler_pg_database():
         sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     from tests.pgserver import postgres_url_for_tests
 
-    from lakefuse.db import SqlRefStore, SqlStagingStore, open_database
+    from lakefuse.db import open_database
 
     with postgres_url_for_tests() as url:
         database = open_database(url)
