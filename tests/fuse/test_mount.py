@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from lakemount import MountedLake, is_mounted, mounted
+from lakemount import LakeHome, MountedLake, is_mounted, mounted
 
 
 def run(*cmd: str, cwd=None) -> str:
@@ -309,3 +309,34 @@ def test_daemon_mode_reports_readiness_and_errors(lake_home, tmp_path):
     assert failed.stderr.strip().count("\n") == 0 and "nosuchrepo" in failed.stderr
     not_mounted = subprocess.run(cmd + ["umount", str(mountpoint)], env=env, capture_output=True, text=True)
     assert not_mounted.returncode != 0 and "not mounted" in not_mounted.stderr
+
+
+def test_a_full_spool_disk_fails_the_write_with_enospc_and_stages_nothing(tmp_path):
+    """The spool directory on a 16 MiB tmpfs: copying 64 MiB in fails with ENOSPC (at a write or
+    at close), nothing of the file is staged, and the mount keeps serving."""
+    home = LakeHome(tmp_path / "home")
+    home.create_repository("full")
+    spool = tmp_path / "home" / "spool"
+    spool.mkdir()
+    mounted_tmpfs = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(spool)],
+                                   capture_output=True, text=True)
+    if mounted_tmpfs.returncode != 0:
+        home.close()
+        pytest.skip(f"cannot mount a tmpfs: {mounted_tmpfs.stderr.strip()}")
+    try:
+        with mounted(home, tmp_path / "mnt", "lakefs://full/main") as lake:
+            data = os.urandom(64 * 1024 * 1024)
+            with pytest.raises(OSError) as exc:
+                with open(lake / "big.bin", "wb") as f:
+                    for offset in range(0, len(data), 1024 * 1024):
+                        f.write(data[offset:offset + 1024 * 1024])
+            assert exc.value.errno == errno.ENOSPC
+            assert "big.bin" not in {o.path for o in home.catalog.list_objects("full", "main").items}
+            assert "big.bin" not in os.listdir(lake.mountpoint)
+            assert [name for process_dir in spool.iterdir() for name in os.listdir(process_dir)] == []
+            (lake / "small.txt").write_bytes(b"still serving")
+            assert (lake / "small.txt").read_bytes() == b"still serving"
+            assert "unexpected error" not in lake.logs()
+    finally:
+        subprocess.run(["umount", "-l", str(spool)], capture_output=True)
+        home.close()
