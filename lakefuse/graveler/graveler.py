@@ -743,6 +743,20 @@ class Graveler:
         )
         return commit
 
+    def commit_metarange(self, repo_id: str, expected: Branch, metarange_id: MetaRangeID, message: str,
+                         committer: str, metadata: Mapping[str, str] | None = None) -> Commit:
+        """Commit a metarange built outside the staging area (a bulk import) on top of the
+        head of ``expected``, and move the branch to it if the branch is still ``expected``
+        (else ConcurrentUpdate: the caller rebuilds on the new head and retries).  The staging
+        area is left as it is, and no hooks run."""
+        repo = self.repository(repo_id)
+        head = self.get_commit(repo_id, expected.commit_id)
+        commit = new_commit(metarange_id, [head], message, committer, self._now(), metadata or {})
+        self.refs.add_commit(repo.id, commit)
+        self.commits.remember(repo.id, commit)
+        self.refs.compare_and_swap_branch(repo.id, expected.id, expected, replace(expected, commit_id=commit.id))
+        return commit
+
     def _forget_sealed(self, repo_id: RepositoryID, sealed: Branch) -> None:
         """The sealed tokens changed nothing: unlist and drop them (best effort)."""
         try:

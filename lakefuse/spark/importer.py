@@ -41,11 +41,10 @@ import math
 import time
 import zlib
 from bisect import bisect_right
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Mapping
 
 from lakefuse.errors import ConcurrentUpdate, DirtyBranch, InvalidArgument, ReadOnly, RefNotFound
-from lakefuse.graveler.commits import new_commit
 from lakefuse.graveler.committed.encoding import encode_entry, encode_value, entry_identity, validate_key
 from lakefuse.graveler.committed.files import GravelerFiles
 from lakefuse.graveler.model import Entry, RangeInfo
@@ -382,11 +381,8 @@ def commit_ranges(
         require_clean_prefix(graveler, repository, branch, prefix)
         head = graveler.get_commit(repository, state.commit_id)
         metarange = replace_prefix(store, files, head.metarange_id, prefix.encode("utf-8"), ranges)
-        commit = new_commit(metarange, [head], message, committer, int(time.time()), metadata)
-        graveler.refs.add_commit(repo.id, commit)
-        graveler.commits.remember(repo.id, commit)
         try:
-            graveler.refs.compare_and_swap_branch(repo.id, state.id, state, replace(state, commit_id=commit.id))
+            commit = graveler.commit_metarange(repository, state, metarange, message, committer, metadata)
         except ConcurrentUpdate:
             continue
         return commit, metarange != head.metarange_id

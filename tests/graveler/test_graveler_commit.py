@@ -328,3 +328,18 @@ def test_commit_cost_follows_the_change(graveler, repo, namespace, rec):
     assert len(store.last_written) == 2  # one range and the metarange
     old_ids = {r.id for r in store.ranges(first.metarange_id)}
     assert sum(r.id not in old_ids for r in store.ranges(second.metarange_id)) == 1
+
+
+def test_commit_metarange_moves_the_branch_only_from_the_state_it_was_built_on(graveler, repo, rec):
+    graveler.set(repo, "main", rec("a"))
+    built_on = graveler.commit(repo, "main", "a", "alice")
+    graveler.set(repo, "main", rec("staged"))
+    state = graveler.get_branch(repo, "main")
+    imported = graveler.commit_metarange(repo, state, built_on.metarange_id, "import", "bulk", {"source": "s3://x"})
+    assert imported.parents == (built_on.id,) and dict(imported.metadata) == {"source": "s3://x"}
+    after = graveler.get_branch(repo, "main")
+    assert after.commit_id == imported.id and after.staging_token == state.staging_token
+    assert graveler.get(repo, "main", b"staged") == rec("staged")  # the staging area is untouched
+    with pytest.raises(ConcurrentUpdate):  # built on a state the branch has left
+        graveler.commit_metarange(repo, state, built_on.metarange_id, "again", "bulk")
+    assert graveler.get_branch(repo, "main").commit_id == imported.id
