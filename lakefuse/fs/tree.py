@@ -4,7 +4,7 @@ Owns the mapping path <-> key (a directory ``a/b`` is every key under ``a/b/``, 
 zero-size marker object ``a/b/`` that ``mkdir`` creates so an empty directory persists), which
 names a listing may show, and the metadata cache of the ref: ``stat`` results and the stats
 that listings bring along, and the listing pages themselves (a second ``ls -l`` of a big
-directory is answered from memory), kept ``ttl`` seconds on a branch (another writer's change
+directory is answered from memory; at most ``LISTED_ENTRIES_KEPT`` entries per ref), kept ``ttl`` seconds on a branch (another writer's change
 shows within about that long) and until evicted on a tag or commit (immutable).  A change made
 through this tree (``remember``/``forget``) drops the pages of the directory it is in.
 """
@@ -23,8 +23,8 @@ from lakefuse.graveler.model import Entry
 
 MAX_NAME_BYTES = 255
 PREFETCH_ENTRIES = 1000
-#: directories whose listing pages a tree keeps
-LISTED_DIRS_KEPT = 64
+#: entries of listing pages a tree keeps (least recently listed directories go first)
+LISTED_ENTRIES_KEPT = 200_000
 CONTROL_DIR_NAME = ".lakefuse"
 
 
@@ -64,6 +64,12 @@ def displayable(name: str) -> bool:
     return bool(name) and name not in (".", "..") and len(name.encode("utf-8", "surrogateescape")) <= MAX_NAME_BYTES
 
 
+def _entries_in(pages: dict) -> int:
+    """How many entries the kept pages of one directory hold (at least 1: an empty directory's
+    page costs something too)."""
+    return max(1, sum(len(result[0]) for result, _expires in pages.values()))
+
+
 class Tree:
     """The tree of one ref of one repository; thread-safe."""
 
@@ -77,7 +83,7 @@ class Tree:
         self.key = (repo, ref.kind.value, ref.name, None if ref.is_branch else ref.commit_id)
         self._cache: cachetools.LRUCache = cachetools.LRUCache(maxsize=cache_entries)
         #: directory path -> {(after, limit): (list_dir result, expires)}
-        self._pages: cachetools.LRUCache = cachetools.LRUCache(maxsize=LISTED_DIRS_KEPT)
+        self._pages: cachetools.LRUCache = cachetools.LRUCache(maxsize=LISTED_ENTRIES_KEPT, getsizeof=_entries_in)
         self._changes = 0  # counts remember/forget: a page listed across one is not kept
         self._lock = threading.Lock()
         self._last_miss_dir: str | None = None  # see stat(): sibling prefetch
@@ -214,10 +220,10 @@ class Tree:
                 out.append((name, item.key, stat))
             result = (out, items[-1].key if items else after, len(items) < limit)
             if changes == self._changes:
-                pages = self._pages.get(path)
-                if pages is None:
-                    pages = self._pages[path] = {}
+                pages = dict(self._pages.get(path) or {})
                 pages[(after, limit)] = (result, expires)
+                if _entries_in(pages) <= LISTED_ENTRIES_KEPT:
+                    self._pages[path] = pages  # re-inserted: the cache counts its entries again
         return result
 
     def has_children(self, path: str, ignore: tuple[str, ...] = ()) -> bool:

@@ -58,3 +58,22 @@ def test_pages_of_a_branch_expire_with_its_timeout(monkeypatch):
     assert "later" not in names(tree.list_dir("d", "", 100))
     now[0] += 1.5
     assert "later" in names(tree.list_dir("d", "", 100))
+
+
+def test_kept_pages_are_bounded_by_entries_not_directories(monkeypatch):
+    import lakefuse.fs.tree as tree_module
+
+    monkeypatch.setattr(tree_module, "LISTED_ENTRIES_KEPT", 25)
+    backend, tree = make_tree(ttl=None)
+    tree._pages = tree_module.cachetools.LRUCache(maxsize=25, getsizeof=tree_module._entries_in)
+    tree.list_dir("d", "", 20)  # 20 entries: kept
+    calls = backend.calls["list_entries"]
+    tree.list_dir("d", "", 20)
+    assert backend.calls["list_entries"] == calls
+    tree.list_dir("d", "d/f19", 20)  # 10 more: the directory would hold 30 > 25, not kept
+    tree.list_dir("d", "d/f19", 20)
+    assert backend.calls["list_entries"] == calls + 2
+    tree.list_dir("other", "", 20)  # 1 entry: fits beside the first page
+    tree.list_dir("d", "", 20)
+    tree.list_dir("other", "", 20)
+    assert backend.calls["list_entries"] == calls + 3
