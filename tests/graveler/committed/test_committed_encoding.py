@@ -217,99 +217,11 @@ def test_non_bytes_key_is_invalid_argument():
 
 # -- decode_entry: the hand-inlined decoder against the generic one --------------------------
 #
-# ``reference_decode_entry`` is decode_entry as it was before it was hand-inlined: the generic
-# field-by-field protobuf walk (a copy, so that it stays the reference whatever the module does).
+# ``reference_decode_entry`` is the generic field-by-field protobuf walk that decode_entry falls
+# back to (decode_entry as it was before it was hand-inlined): whatever the fast path returns or
+# raises must be what the generic walk returns or raises.
 
-
-def _reference_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
-    result = 0
-    shift = 0
-    try:
-        while True:
-            byte = buf[pos]
-            pos += 1
-            if byte < 128:
-                return result | (byte << shift), pos
-            result |= (byte & 0x7F) << shift
-            shift += 7
-            if shift > 63:
-                raise CorruptedData("varint longer than 10 bytes")
-    except IndexError:
-        raise CorruptedData("truncated varint") from None
-
-
-def _reference_fields(buf: bytes):
-    pos = 0
-    end = len(buf)
-    while pos < end:
-        key, pos = _reference_uvarint(buf, pos)
-        field, wire_type = key >> 3, key & 7
-        if wire_type == 0:
-            value, pos = _reference_uvarint(buf, pos)
-        elif wire_type == 2:
-            length, pos = _reference_uvarint(buf, pos)
-            if pos + length > end:
-                raise CorruptedData("protobuf field truncated")
-            value = buf[pos : pos + length]
-            pos += length
-        elif wire_type == 1:
-            value = int.from_bytes(buf[pos : pos + 8], "little")
-            pos += 8
-        elif wire_type == 5:
-            value = int.from_bytes(buf[pos : pos + 4], "little")
-            pos += 4
-        else:
-            raise CorruptedData(f"unsupported protobuf wire type {wire_type}")
-        if pos > end:
-            raise CorruptedData("protobuf message truncated")
-        yield field, wire_type, value
-
-
-def _reference_int64(value: int) -> int:
-    return value - (1 << 64) if value >= 1 << 63 else value
-
-
-def _reference_utf8(value, what: str) -> str:
-    if not isinstance(value, bytes):
-        raise CorruptedData(f"protobuf field {what}: expected bytes")
-    try:
-        return value.decode("utf-8")
-    except UnicodeDecodeError:
-        raise CorruptedData(f"protobuf field {what}: not UTF-8") from None
-
-
-def reference_decode_entry(data: bytes) -> Entry:
-    address = ""
-    mtime = 0
-    size = 0
-    etag = ""
-    metadata: dict[str, str] = {}
-    address_type = 0
-    content_type = ""
-    for field, wire_type, value in _reference_fields(data):
-        if field == 1 and wire_type == 2:
-            address = _reference_utf8(value, "address")
-        elif field == 2 and wire_type == 2:
-            for tfield, twire, tvalue in _reference_fields(value):
-                if tfield == 1 and twire == 0:
-                    mtime = _reference_int64(tvalue)
-        elif field == 3 and wire_type == 0:
-            size = _reference_int64(value)
-        elif field == 4 and wire_type == 2:
-            etag = _reference_utf8(value, "e_tag")
-        elif field == 5 and wire_type == 2:
-            name = item_value = ""
-            for mfield, mwire, mvalue in _reference_fields(value):
-                if mfield == 1 and mwire == 2:
-                    name = _reference_utf8(mvalue, "metadata key")
-                elif mfield == 2 and mwire == 2:
-                    item_value = _reference_utf8(mvalue, "metadata value")
-            metadata[name] = item_value
-        elif field == 6 and wire_type == 0:
-            address_type = value
-        elif field == 7 and wire_type == 2:
-            content_type = _reference_utf8(value, "content_type")
-    return Entry(address, size, mtime, etag, content_type, metadata, address_type == 2)
+reference_decode_entry = encoding._decode_entry_generic
 
 
 def outcome(decode, data) -> tuple:
@@ -411,9 +323,9 @@ def _split_fields(data: bytes) -> list[bytes]:
     pos = 0
     while pos < len(data):
         start = pos
-        key, pos = _reference_uvarint(data, pos)
+        key, pos = encoding.decode_uvarint(data, pos)
         assert key & 7 in (0, 2)
-        value, pos = _reference_uvarint(data, pos)
+        value, pos = encoding.decode_uvarint(data, pos)
         if key & 7 == 2:
             pos += value
         chunks.append(data[start:pos])
