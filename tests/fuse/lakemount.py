@@ -87,6 +87,18 @@ class LakeHome:
         self.app.close()
 
 
+def run_cli(monkeypatch, capsys, lake_home: LakeHome, *argv: str) -> str:
+    """``lakefuse ARGV`` in this process, on the mounted home; its stdout (exit 0 asserted)."""
+    from lakefuse.cli.main import main
+
+    monkeypatch.setenv("LAKEFUSE_HOME", str(lake_home.path))
+    capsys.readouterr()
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    assert code == 0, f"lakefuse {' '.join(argv)} exited {code}: {err}"
+    return out
+
+
 class MountedLake:
     """One ``lakefuse mount -f`` subprocess."""
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from lakefuse.cli.main import main
 from lakefuse.errors import HookFailed
+from lakemount import run_cli
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "actions"))
 from actions_helpers import FORBIDDEN_BODY, action_yaml, running_hook_server  # noqa: E402
@@ -31,23 +31,13 @@ def hook_server():
         yield server
 
 
-def cli(monkeypatch, capsys, lake_home, *argv: str) -> str:
-    """``lakefuse ARGV`` in this process, on the mounted home; its stdout."""
-    monkeypatch.setenv("LAKEFUSE_HOME", str(lake_home.path))
-    capsys.readouterr()
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    assert code == 0, f"lakefuse {' '.join(argv)} exited {code}: {err}"
-    return out
-
-
 def test_a_rejecting_hook_fails_the_control_file_commit_then_a_passing_one_commits(
         branch, lake, lake_home, hook_server, monkeypatch, capsys, tmp_path):
     name = branch.name
     action_file = tmp_path / "check.yaml"
     action_file.write_bytes(action_yaml(ACTION_NAME, [(HOOK_ID, hook_server.url("/switch"))],
                                         on=f"  pre-commit:\n    branches: [{name}]\n"))
-    cli(monkeypatch, capsys, lake_home, "fs", "upload", f"lakefs://sales/{name}/_lakefs_actions/check.yaml",
+    run_cli(monkeypatch, capsys, lake_home, "fs", "upload", f"lakefs://sales/{name}/_lakefs_actions/check.yaml",
         "--source", str(action_file))
     (branch / "data/new.csv").write_text("id,v\n7,8\n")
     head_before = (branch / ".lakefuse/head").read_text().strip()
@@ -88,15 +78,15 @@ def test_a_rejecting_hook_fails_the_control_file_commit_then_a_passing_one_commi
         assert (body["event_type"], body["repository_id"], body["branch_id"]) == ("pre-commit", "sales", name)
         assert body["commit_message"] == "add new.csv"
 
-    runs = json.loads(cli(monkeypatch, capsys, lake_home, "actions", "runs", "list", "lakefs://sales",
+    runs = json.loads(run_cli(monkeypatch, capsys, lake_home, "actions", "runs", "list", "lakefs://sales",
                           "--branch", name, "--json"))
     assert [(r["event_type"], r["passed"]) for r in runs] == [("pre-commit", True), ("pre-commit", False)]
     assert runs[1]["run_id"] == failed_run and runs[1]["commit_id"] == ""
     assert runs[0]["commit_id"] == commit_id
-    table = cli(monkeypatch, capsys, lake_home, "actions", "runs", "list", "lakefs://sales", "--branch", name)
+    table = run_cli(monkeypatch, capsys, lake_home, "actions", "runs", "list", "lakefs://sales", "--branch", name)
     lines = table.splitlines()
     assert lines[1].split()[:4] == [runs[0]["run_id"], "pre-commit", name, commit_id[:16]]
     assert lines[1].split()[-1] == "passed"
     assert lines[2].split()[:4] == [failed_run, "pre-commit", name, "-"] and lines[2].split()[-1] == "failed"
-    shown = cli(monkeypatch, capsys, lake_home, "actions", "runs", "show", "lakefs://sales", failed_run)
+    shown = run_cli(monkeypatch, capsys, lake_home, "actions", "runs", "show", "lakefs://sales", failed_run)
     assert f"action '{ACTION_NAME}'" in shown and "HTTP 403" in shown

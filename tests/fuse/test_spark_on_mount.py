@@ -20,7 +20,7 @@ import os
 
 import pytest
 
-from lakefuse.cli.main import main
+from lakemount import run_cli
 
 DAYS = ("2024-01-01", "2024-01-02", "2024-01-03")
 FAIL_ID = 7  # the row the failing job's UDF raises on
@@ -52,16 +52,6 @@ def commit_through_control_file(branch_dir, message: str) -> str:
     commit_id = (branch_dir / ".lakefuse/commit").read_text().strip()
     assert len(commit_id) == 64, commit_id
     return commit_id
-
-
-def cli(monkeypatch, capsys, lake_home, *argv: str) -> str:
-    """``lakefuse ARGV`` in this process, on the mounted home; its stdout."""
-    monkeypatch.setenv("LAKEFUSE_HOME", str(lake_home.path))
-    capsys.readouterr()
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    assert code == 0, f"lakefuse {' '.join(argv)} exited {code}: {err}"
-    return out
 
 
 def status_lines(branch_dir, prefix: str) -> list[str]:
@@ -103,7 +93,7 @@ def test_partitioned_write_commit_and_read_back_by_commit_and_tag(spark, branch,
     assert read_sorted(spark, by_commit) == sorted(first)
 
     tag = f"events-{branch.name}"
-    out = cli(monkeypatch, capsys, lake_home, "tag", "create", f"lakefs://sales/{tag}", f"lakefs://sales/{commit}")
+    out = run_cli(monkeypatch, capsys, lake_home, "tag", "create", f"lakefs://sales/{tag}", f"lakefs://sales/{commit}")
     assert commit in out
     by_tag = lake / "sales" / tag / "tables/events"
     assert count_of(spark, by_tag) == len(first)
@@ -165,13 +155,13 @@ def test_a_failed_job_commits_no_partial_output(spark, branch, lake, lake_home, 
 
     assert data_files(events) == base_parts
     assert objects_in(status_lines(branch, "tables/")) == []  # at most directory markers
-    diff = cli(monkeypatch, capsys, lake_home, "diff", f"lakefs://sales/{branch.name}/tables/").splitlines()
+    diff = run_cli(monkeypatch, capsys, lake_home, "diff", f"lakefs://sales/{branch.name}/tables/").splitlines()
     assert objects_in(diff) == []
     assert read_sorted(spark, events) == sorted(base)
 
     (branch / "notes.txt").write_text("a commit after the failed job\n")
     after = commit_through_control_file(branch, "after the failed job")
-    changed = cli(monkeypatch, capsys, lake_home, "diff", f"lakefs://sales/{base_commit}",
+    changed = run_cli(monkeypatch, capsys, lake_home, "diff", f"lakefs://sales/{base_commit}",
                   f"lakefs://sales/{after}").splitlines()
     assert objects_in(changed) == ["+ notes.txt"]
     assert read_sorted(spark, lake / "sales" / after / "tables/events") == sorted(base)
@@ -184,7 +174,7 @@ def test_a_failed_job_leaves_no_uncommitted_change_under_its_path(spark, branch,
 
     _fail_a_write_job(spark, events)
 
-    diff = cli(monkeypatch, capsys, lake_home, "diff", f"lakefs://sales/{branch.name}/tables/")
+    diff = run_cli(monkeypatch, capsys, lake_home, "diff", f"lakefs://sales/{branch.name}/tables/")
     assert diff == "" and status_lines(branch, "tables/") == []
     with pytest.raises(OSError) as exc:
         with open(branch / ".lakefuse/commit", "w") as control:
