@@ -13,20 +13,31 @@
   statement is its own snapshot): one round trip instead of BEGIN / SELECT / ROLLBACK.  No
   pre-ping on checkout (it would cost a round trip per operation); after a server restart the
   first operation fails and the pool reconnects.
+
+``Database.origin`` (a random ID per ``Database`` object) is stamped on every staging row
+written through it, by ``SqlStagingStore`` and ``SqlRefStore`` alike: the change feed
+(``SqlStagingStore.changes_since(exclude_origin=...)``) tells "written by this process through
+this database" from "written by anyone else" with it.
+
+Schema: ``open_database`` creates missing tables and migrates a database of an older
+``schema.SCHEMA_VERSION`` in the same transaction (``_migrate``; on PostgreSQL under an
+advisory lock, so concurrent openers do it once).  A newer database is refused.
 """
 
 from __future__ import annotations
 
+import uuid
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from sqlalchemy import create_engine, event, select, text
+from sqlalchemy import create_engine, event, select, text, update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, OperationalError
 from sqlalchemy.pool import StaticPool
+from sqlalchemy.schema import CreateColumn
 
 from lakefuse.db import schema
 from lakefuse.errors import ConcurrentUpdate, ConfigError
@@ -44,6 +55,8 @@ class Database:
         self.dialect = engine.dialect.name  # "sqlite" or "postgresql"
         # Same pool; PostgreSQL reads skip the BEGIN/ROLLBACK round trips.
         self._read_engine = engine.execution_options(isolation_level="AUTOCOMMIT") if self.dialect == "postgresql" else engine
+        #: stamped on the staging rows written through this object (see the module docstring)
+        self.origin: str = uuid.uuid4().hex
 
     @property
     def url(self) -> str:
@@ -78,6 +91,19 @@ class Database:
         if self.dialect == "postgresql":
             return postgresql_insert(table)
         return sqlite_insert(table)
+
+    # stores ------------------------------------------------------------------------------
+    def ref_store(self):
+        """A ``SqlRefStore`` on this database."""
+        from lakefuse.db.refs import SqlRefStore
+
+        return SqlRefStore(self)
+
+    def staging_store(self, page_size: int = 1000):
+        """A ``SqlStagingStore`` on this database."""
+        from lakefuse.db.staging import SqlStagingStore
+
+        return SqlStagingStore(self, page_size=page_size)
 
     # lifecycle ---------------------------------------------------------------------------
     def schema_version(self) -> int:
@@ -191,4 +217,22 @@ def _create_schema(database: Database) -> None:
                 f"database {database.url} has schema version {version}, newer than this lakefuse "
                 f"supports ({schema.SCHEMA_VERSION}); upgrade lakefuse"
             )
-        # version < SCHEMA_VERSION: migrations go here when the schema first changes.
+        elif version < schema.SCHEMA_VERSION:
+            _migrate(conn, version)
+
+
+def _add_column(conn: Connection, column) -> None:
+    """``ALTER TABLE ... ADD COLUMN`` of a column as ``schema`` defines it."""
+    ddl = CreateColumn(column).compile(dialect=conn.dialect)
+    conn.execute(text(f"ALTER TABLE {column.table.name} ADD COLUMN {ddl}"))
+
+
+def _migrate(conn: Connection, version: int) -> None:
+    """Upgrade the tables of schema ``version`` to ``schema.SCHEMA_VERSION``, in the caller's
+    transaction (``create_all`` has already created the tables new since ``version``)."""
+    if version < 2:
+        # the staging change feed: rows written before it keep seq 0 and no origin
+        _add_column(conn, schema.staging_entries.c.seq)
+        _add_column(conn, schema.staging_entries.c.origin)
+        schema.staging_entries_by_seq.create(conn, checkfirst=True)
+    conn.execute(update(schema.schema_version).values(version=schema.SCHEMA_VERSION))

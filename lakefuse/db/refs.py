@@ -5,8 +5,8 @@ names the whole expected state (commit, staging token, sealed tokens): with SQLi
 ``BEGIN IMMEDIATE`` and PostgreSQL's row locks, of two concurrent movers exactly one matches;
 the other updates no row and gets ``ConcurrentUpdate`` - never a lost update.
 
-Deleting a branch or a repository also deletes the staged entries of its staging and sealed
-tokens (same database, same transaction).
+Deleting a branch or a repository also deletes the staged entries (and the change-feed
+versions) of its staging and sealed tokens (same database, same transaction).
 
 A staged write (``stage_on_branch``) checks the branch's state and upserts its rows in one
 transaction, so it is ordered against the seal of the token it writes to, across processes:
@@ -18,6 +18,10 @@ transaction, so it is ordered against the seal of the token it writes to, across
   for the writes that passed the check, and a write arriving meanwhile waits for the seal and
   then reads the new state (READ COMMITTED re-reads a row it waited for).
 - SQLite: write transactions are serialized by ``BEGIN IMMEDIATE``; check and write are in one.
+
+Staged writes bump the token's change-feed version and stamp their rows with it and with
+``Database.origin``, exactly as ``SqlStagingStore.set_many`` does (``lakefuse.db.staging``):
+writes through a ref store and a staging store on one ``Database`` object are the same origin.
 
 Deleting a repository locks its branch rows before deleting their staged rows, so a write in
 progress finishes first (and cannot leave rows behind, nor deadlock with the delete).
@@ -34,7 +38,7 @@ from sqlalchemy.exc import IntegrityError
 
 from lakefuse.db import schema
 from lakefuse.db.database import Database
-from lakefuse.db.staging import key_bytes, staging_row, upsert_statement, write_rows
+from lakefuse.db.staging import StagingWriter, delete_tokens, key_bytes, staging_row
 from lakefuse.errors import AlreadyExists, ConcurrentUpdate, RefNotFound, RepositoryNotFound
 from lakefuse.graveler.model import BranchID, Commit, CommitID, RepositoryID, StagingToken, TagID, ValueRecord
 from lakefuse.graveler.ports import Branch, Repository
@@ -43,7 +47,6 @@ _repos = schema.repositories
 _branches = schema.branches
 _tags = schema.tags
 _commits = schema.commits
-_staging = schema.staging_entries
 
 _COMMIT_PAGE = 1000
 
@@ -130,7 +133,12 @@ class SqlRefStore:
 
     def __init__(self, database: Database):
         self._db = database
-        self._upsert = upsert_statement(database)
+        self._writer = StagingWriter(database)
+
+    @property
+    def origin(self) -> str:
+        """The origin ``stage_on_branch`` stamps on staged rows: the database's."""
+        return self._db.origin
 
     # helpers ------------------------------------------------------------------------------
     @staticmethod
@@ -148,8 +156,7 @@ class SqlRefStore:
 
     @staticmethod
     def _drop_staging(conn: Connection, tokens: set[str]) -> None:
-        if tokens:
-            conn.execute(delete(_staging).where(_staging.c.token.in_(sorted(tokens))))
+        delete_tokens(conn, tokens)
 
     # repositories -------------------------------------------------------------------------
     def create_repository(self, repo: Repository, initial_commit: Commit, branch: Branch) -> None:
@@ -326,7 +333,7 @@ class SqlRefStore:
                 return False
             latest = {key_bytes(key): value for key, value in items}
             rows = [staging_row(expected.staging_token, key, latest[key]) for key in sorted(latest)]
-            write_rows(conn, self._upsert, rows)
+            self._writer.write(conn, expected.staging_token, rows)
         return True
 
     # tags ---------------------------------------------------------------------------------

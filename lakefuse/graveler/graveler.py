@@ -56,6 +56,7 @@ from lakefuse.graveler.commits import CommitGraph, new_commit
 from lakefuse.graveler.committed.encoding import validate_key
 from lakefuse.graveler.merge import MergeStrategy, merge_metaranges, parse_strategy
 from lakefuse.graveler.model import (
+    BranchCursor,
     BranchID,
     Commit,
     CommitID,
@@ -404,6 +405,30 @@ class Graveler:
 
     def get_branch(self, repo_id: str, branch_id: str) -> Branch:
         return self.refs.get_branch(RepositoryID(repo_id), BranchID(branch_id))
+
+    def branch_changes(
+        self, repo_id: str, branch_id: str, since: BranchCursor | None, limit: int = 10_000
+    ) -> tuple[BranchCursor, tuple[bytes, ...] | None]:
+        """The change feed of a branch: ``(cursor now, keys)``, ``keys`` being the keys other
+        writers (other origins than ``self.refs.origin``) staged on the branch after ``since``,
+        bytewise sorted, or None when anything may have changed: no ``since``, the head or the
+        staging token moved (commit, merge, revert, reset), a ``reset`` of a prefix, or more than
+        ``limit`` keys.  Pass the returned cursor as ``since`` next time.  One branch read and one
+        ``StagingStore.changes_since``; RefNotFound / RepositoryNotFound as ``get_branch``."""
+        branch = self.refs.get_branch(RepositoryID(repo_id), BranchID(branch_id))
+        same = (
+            since is not None
+            and since.commit_id == branch.commit_id
+            and since.staging_token == branch.staging_token
+        )
+        if same:
+            changes = self.staging.changes_since(
+                branch.staging_token, since.version, limit, exclude_origin=self.refs.origin
+            )
+        else:  # only the version: limit 0 reads at most one row
+            changes = self.staging.changes_since(branch.staging_token, 0, 0)
+        cursor = BranchCursor(branch.commit_id, branch.staging_token, changes.version)
+        return cursor, changes.keys if same else None
 
     def list_branches(self, repo_id: str) -> list[Branch]:
         return self.refs.list_branches(RepositoryID(repo_id))

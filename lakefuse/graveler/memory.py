@@ -8,17 +8,34 @@ same way.  For fast unit tests of the core; nothing is persisted.
 ``MemoryRefStore(staging)`` deletes the staged entries of deleted branches and repositories
 from ``staging``, as the SQL store does in the same database, and ``stage_on_branch`` writes
 into ``staging`` under the same lock as every branch move (without ``staging`` it cannot).
+
+Change feed: as in ``lakefuse.db.staging``, each write call bumps its token's version by one
+and stamps the rows it writes with that version and the store's ``origin`` (a random ID per
+instance); ``drop_prefix`` bumps it and records it as the reset version; ``drop`` forgets the
+token's version.  ``MemoryStagingStore.peer()`` / ``MemoryRefStore.peer(staging)`` are stores
+on the same data with another origin: what a second process on the same database would be.
 """
 
 from __future__ import annotations
 
 import threading
+import uuid
 from bisect import bisect_left, bisect_right, insort
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
 from lakefuse.errors import AlreadyExists, ConcurrentUpdate, InvalidArgument, RefNotFound, RepositoryNotFound
-from lakefuse.graveler.model import BranchID, Commit, CommitID, RepositoryID, StagingToken, TagID, ValueRecord
+from lakefuse.graveler.model import (
+    BranchID,
+    Commit,
+    CommitID,
+    RepositoryID,
+    StagingChanges,
+    StagingToken,
+    TagID,
+    ValueRecord,
+    check_feed_arguments,
+)
 from lakefuse.graveler.ports import Branch, Repository
 
 
@@ -63,44 +80,72 @@ def _normalized_commit(commit: Commit) -> Commit:
 
 
 class _TokenArea:
-    """The entries of one staging token: a dict plus the sorted list of its keys."""
+    """The entries of one staging token: a dict plus the sorted list of its keys, and for each
+    key the version and origin of its last write (the change feed)."""
 
-    __slots__ = ("values", "keys")
+    __slots__ = ("values", "keys", "written")
 
     def __init__(self) -> None:
         self.values: dict[bytes, tuple[bytes, bytes] | None] = {}
         self.keys: list[bytes] = []
+        self.written: dict[bytes, tuple[int, str]] = {}  # key -> (seq, origin)
 
-    def put(self, key: bytes, stored) -> None:
+    def put(self, key: bytes, stored, seq: int, origin: str) -> None:
         if key not in self.values:
             insort(self.keys, key)
         self.values[key] = stored
+        self.written[key] = (seq, origin)
+
+
+class _Shared:
+    """What the peers of a MemoryStagingStore share: the lock, the entries, the versions."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.areas: dict[str, _TokenArea] = {}
+        self.versions: dict[str, tuple[int, int]] = {}  # token -> (version, reset_version)
 
 
 class MemoryStagingStore:
     """StagingStore in a dict (see ``lakefuse.graveler.ports.StagingStore``)."""
 
-    def __init__(self, page_size: int = 1000):
+    def __init__(self, page_size: int = 1000, *, _shared: _Shared | None = None):
         if page_size < 1:
             raise InvalidArgument(f"staging page size must be >= 1, got {page_size}")
         self.page_size = page_size
-        self._lock = threading.Lock()
-        self._areas: dict[str, _TokenArea] = {}
+        self.origin: str = uuid.uuid4().hex
+        self._shared = _shared or _Shared()
+        self._lock = self._shared.lock
+        self._areas = self._shared.areas
+        self._versions = self._shared.versions
+
+    def peer(self) -> "MemoryStagingStore":
+        """Another store on the same entries, with its own origin (a second process's view)."""
+        return MemoryStagingStore(self.page_size, _shared=self._shared)
+
+    def _bump(self, token: str, reset: bool = False) -> int:
+        """The token's next version (call with the lock held)."""
+        version, reset_version = self._versions.get(token, (0, 0))
+        version += 1
+        self._versions[token] = (version, version if reset else reset_version)
+        return version
 
     def set(self, token: StagingToken, key: bytes, value: ValueRecord | None) -> None:
         key = _key_bytes(key)
         stored = _stored_value(value)
         with self._lock:
-            self._areas.setdefault(token, _TokenArea()).put(key, stored)
+            seq = self._bump(token)
+            self._areas.setdefault(token, _TokenArea()).put(key, stored, seq, self.origin)
 
     def set_many(self, token: StagingToken, items: Iterable[tuple[bytes, ValueRecord | None]]) -> None:
         rows = [(_key_bytes(key), _stored_value(value)) for key, value in items]  # validate all first
         if not rows:
             return
         with self._lock:
+            seq = self._bump(token)
             area = self._areas.setdefault(token, _TokenArea())
             for key, stored in rows:
-                area.put(key, stored)
+                area.put(key, stored, seq, self.origin)
 
     def get(self, token: StagingToken, key: bytes):
         key = _key_bytes(key)
@@ -131,17 +176,18 @@ class MemoryStagingStore:
             position_after = page[-1][0]
 
     def drop(self, token: StagingToken) -> None:
-        with self._lock:
-            self._areas.pop(token, None)
+        self.drop_tokens((token,))
 
     def drop_tokens(self, tokens: Iterable[StagingToken]) -> None:
         with self._lock:
             for token in tokens:
                 self._areas.pop(token, None)
+                self._versions.pop(token, None)
 
     def drop_prefix(self, token: StagingToken, prefix: bytes) -> None:
         prefix = _key_bytes(prefix)
         with self._lock:
+            self._bump(token, reset=True)
             area = self._areas.get(token)
             if area is None:
                 return
@@ -149,6 +195,7 @@ class MemoryStagingStore:
             end = start
             while end < len(area.keys) and area.keys[end].startswith(prefix):
                 del area.values[area.keys[end]]
+                del area.written[area.keys[end]]
                 end += 1
             del area.keys[start:end]
             if not area.keys:
@@ -158,6 +205,23 @@ class MemoryStagingStore:
         with self._lock:
             area = self._areas.get(token)
             return 0 if area is None else len(area.keys)
+
+    def changes_since(
+        self, token: StagingToken, version: int, limit: int = 10_000, exclude_origin: str | None = None
+    ) -> StagingChanges:
+        """See ``StagingStore.changes_since`` (a scan of the token's keys: for tests)."""
+        since, limit = check_feed_arguments(version, limit)
+        with self._lock:
+            current, reset_version = self._versions.get(token, (0, 0))
+            area = self._areas.get(token)
+            keys: list[bytes] = []
+            if area is not None and current > since:
+                for key, (seq, origin) in area.written.items():
+                    if since < seq <= current and origin != exclude_origin:
+                        keys.append(key)
+                        if len(keys) > limit:
+                            break
+        return StagingChanges.between(since, current, reset_version, keys, limit)
 
 
 @dataclass
@@ -175,6 +239,19 @@ class MemoryRefStore:
         self._staging = staging
         self._lock = threading.RLock()
         self._repos: dict[str, _RepoState] = {}
+
+    @property
+    def origin(self) -> str | None:
+        """The origin ``stage_on_branch`` stamps on staged rows: its staging store's."""
+        return self._staging.origin if self._staging is not None else None
+
+    def peer(self, staging: MemoryStagingStore | None = None) -> "MemoryRefStore":
+        """Another store on the same refs, staging through ``staging`` (a ``peer()`` of this
+        store's: another origin) - a second process's view, for tests."""
+        other = MemoryRefStore(staging)
+        other._lock = self._lock
+        other._repos = self._repos
+        return other
 
     def _state(self, repo_id: str) -> _RepoState:
         state = self._repos.get(repo_id)

@@ -1,4 +1,5 @@
-"""Value types of the Graveler core: what an object entry, a record, a range and a commit are.
+"""Value types of the Graveler core: what an object entry, a record, a range and a commit are,
+and what a staging token's / a branch's change feed answers.
 
 Plain immutable dataclasses, no I/O.  Identity and on-disk encodings of these live in
 ``lakefuse.graveler.committed.encoding``; this module only says what the fields mean.
@@ -7,7 +8,9 @@ Plain immutable dataclasses, no I/O.  Identity and on-disk encodings of these li
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping, NewType
+from typing import Collection, Mapping, NewType
+
+from lakefuse.errors import InvalidArgument
 
 # Distinct ID types (hex strings of SHA-256 digests, except names).
 RepositoryID = NewType("RepositoryID", str)
@@ -73,3 +76,43 @@ class Commit:
 
     def __hash__(self) -> int:
         return hash(self.id)
+
+
+@dataclass(frozen=True, slots=True)
+class StagingChanges:
+    """What ``StagingStore.changes_since(token, since)`` answers.
+
+    ``version``: the token's version now (0: never written, or dropped).  ``keys``: the keys
+    whose staged rows were set or tombstoned after ``since`` (bytewise order), or None when
+    anything may have changed: a ``drop_prefix`` after ``since``, a token dropped since
+    (``version < since``), or more keys than the caller's limit."""
+
+    version: int
+    keys: tuple[bytes, ...] | None
+
+    @classmethod
+    def between(cls, since: int, version: int, reset_version: int, keys: Collection[bytes], limit: int) -> "StagingChanges":
+        """The answer for a reader at ``since`` of a token at ``version`` whose last
+        ``drop_prefix`` was at ``reset_version``, given the keys written in between (at most
+        ``limit + 1`` need be read: more than ``limit`` is None)."""
+        if version < since or reset_version > since or len(keys) > limit:
+            return cls(version=version, keys=None)
+        return cls(version=version, keys=tuple(sorted(keys)))
+
+
+def check_feed_arguments(version, limit) -> tuple[int, int]:
+    """``(version, limit)`` of a ``changes_since`` call; InvalidArgument unless ints >= 0."""
+    for name, value in (("staging version", version), ("change limit", limit)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise InvalidArgument(f"{name} must be an int >= 0, got {value!r}")
+    return version, limit
+
+
+@dataclass(frozen=True, slots=True)
+class BranchCursor:
+    """Where a reader of a branch's change feed (``Graveler.branch_changes``) left off: the
+    branch's head commit and staging token then, and the token's version."""
+
+    commit_id: CommitID
+    staging_token: StagingToken
+    version: int

@@ -10,6 +10,14 @@ run the same contract tests on SQLite and PostgreSQL.
 
 Conventions: keys are ``bytes`` (UTF-8 object paths); a staged ``None`` value is a tombstone
 (a deletion staged over the committed content); listings are in bytewise key order.
+
+Change feed: a staging token has a version, 0 until its first write, +1 per write transaction
+(``set``, ``set_many``, ``RefStore.stage_on_branch``, ``drop_prefix``), and each staged row
+remembers the version and the ``origin`` of the store that last wrote it.  ``origin`` tells a
+process's own writes from everyone else's: on SQL it is ``Database.origin``, shared by every
+store on one ``Database`` object; a memory store has its own (its ``MemoryRefStore`` uses its
+staging store's).  ``StagingStore.changes_since`` reads the feed; ``Graveler.branch_changes``
+is the feed of a branch.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ from lakefuse.graveler.model import (
     MetaRangeID,
     RangeInfo,
     RepositoryID,
+    StagingChanges,
     StagingToken,
     TagID,
     ValueRecord,
@@ -49,6 +58,9 @@ class Branch:
 
 class RefStore(Protocol):
     """Refs in a transactional store.  Every method is atomic on its own."""
+
+    #: the origin ``stage_on_branch`` stamps on the rows it stages (see the module docstring)
+    origin: str
 
     # repositories
     def create_repository(self, repo: Repository, initial_commit: Commit, branch: Branch) -> None:
@@ -93,7 +105,8 @@ class RefStore(Protocol):
         once a seal returns, no write lands in the token it sealed any more.  ``items`` is read
         only after the check passed.  False (nothing written) if the branch moved or is gone:
         re-read it and retry.  No items: only the check.  The staged entries go to the
-        ``StagingStore`` sharing this store's database (SQL) or given to it (memory)."""
+        ``StagingStore`` sharing this store's database (SQL) or given to it (memory), as one
+        write transaction of the change feed (one version, rows stamped with ``origin``)."""
 
     # tags
     def create_tag(self, repo_id: RepositoryID, tag_id: TagID, commit_id: CommitID, force: bool = False) -> None: ...
@@ -119,10 +132,15 @@ class RefStore(Protocol):
 class StagingStore(Protocol):
     """Staged entries per staging token.  ``None`` value = tombstone."""
 
-    def set(self, token: StagingToken, key: bytes, value: ValueRecord | None) -> None: ...
+    #: stamped on the rows this store writes: "own" writes for ``changes_since``
+    origin: str
+
+    def set(self, token: StagingToken, key: bytes, value: ValueRecord | None) -> None:
+        """Stage one key: one transaction, the token's version + 1."""
 
     def set_many(self, token: StagingToken, items: Iterable[tuple[bytes, ValueRecord | None]]) -> None:
-        """Stage several keys in one transaction (a directory rename is all or nothing)."""
+        """Stage several keys in one transaction (a directory rename is all or nothing): the
+        token's version + 1, all rows stamped with it.  No items: nothing happens."""
 
     def get(self, token: StagingToken, key: bytes) -> ValueRecord | None | type(Ellipsis):
         """The staged value, ``None`` for a tombstone, ``...`` (Ellipsis) if nothing is staged."""
@@ -131,11 +149,26 @@ class StagingStore(Protocol):
         """Staged entries with key >= from_key in key order (tombstones included), paginated
         internally so a million staged keys never sit in memory at once."""
 
-    def drop(self, token: StagingToken) -> None: ...
+    def drop(self, token: StagingToken) -> None:
+        """Delete the token's entries and its version (it reads as never written: version 0)."""
 
-    def drop_prefix(self, token: StagingToken, prefix: bytes) -> None: ...
+    def drop_prefix(self, token: StagingToken, prefix: bytes) -> None:
+        """Delete the entries under ``prefix``: the token's version + 1, and a reader of the
+        feed from before it gets ``keys=None`` (what was deleted is not recorded)."""
 
     def count(self, token: StagingToken) -> int: ...
+
+    def changes_since(
+        self, token: StagingToken, version: int, limit: int = 10_000, exclude_origin: str | None = None
+    ) -> StagingChanges:
+        """The token's version now and the keys set or tombstoned after ``version`` (rows last
+        written by ``exclude_origin`` left out; a key written after ``version`` by another
+        origin and then by ``exclude_origin`` is left out too: its latest state is its own).
+        ``keys`` is None if anything may have changed: a ``drop_prefix`` after ``version``, the
+        token dropped since (version now < ``version``), more than ``limit`` keys.  Consistent:
+        ``keys`` are exactly the changes of versions ``version + 1`` to the version returned,
+        so passing that version next time misses nothing.  InvalidArgument for a negative
+        ``version`` or ``limit``."""
 
 
 class CommittedStore(Protocol):

@@ -1,15 +1,33 @@
-"""open_database: URLs, SQLite settings, schema creation and version, concurrent writers."""
+"""open_database: URLs, SQLite settings, schema creation, version and migration, concurrent writers."""
 
 from __future__ import annotations
 
 import threading
+import uuid
 
 import pytest
-from sqlalchemy import text, update
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    ForeignKey,
+    Integer,
+    LargeBinary,
+    MetaData,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    Text,
+    create_engine,
+    inspect,
+    text,
+    update,
+)
+from sqlalchemy.engine import make_url
 
-from lakefuse.db import SqlStagingStore, open_database, schema
+from lakefuse.db import SqlRefStore, SqlStagingStore, open_database, schema
 from lakefuse.errors import ConfigError
-from lakefuse.graveler.model import ValueRecord
+from lakefuse.graveler.model import StagingChanges, ValueRecord
 
 
 def test_sqlite_file_settings_and_parent_directory(tmp_path):
@@ -114,3 +132,175 @@ def test_postgres_keys_and_names_order(clean_pg_database):
         ).scalar()
     assert collation == "C"
     assert key_type == "bytea"
+
+
+# migration from schema version 1 ----------------------------------------------------------------
+def v1_metadata() -> MetaData:
+    """The tables as schema version 1 created them (a copy of the old ``lakefuse.db.schema``)."""
+    name = String().with_variant(String(collation="C"), "postgresql")
+    metadata = MetaData()
+    Table(
+        "schema_version",
+        metadata,
+        Column("id", Integer, primary_key=True, autoincrement=False),
+        Column("version", Integer, nullable=False),
+    )
+    Table(
+        "repositories",
+        metadata,
+        Column("id", name, primary_key=True),
+        Column("storage_namespace", Text, nullable=False),
+        Column("default_branch", name, nullable=False),
+        Column("creation_date", BigInteger, nullable=False),
+    )
+    Table(
+        "branches",
+        metadata,
+        Column("repo", name, ForeignKey("repositories.id", ondelete="CASCADE"), nullable=False),
+        Column("name", name, nullable=False),
+        Column("commit_id", name, nullable=False),
+        Column("staging_token", name, nullable=False),
+        Column("sealed_tokens", Text, nullable=False),
+        PrimaryKeyConstraint("repo", "name"),
+    )
+    Table(
+        "tags",
+        metadata,
+        Column("repo", name, ForeignKey("repositories.id", ondelete="CASCADE"), nullable=False),
+        Column("name", name, nullable=False),
+        Column("commit_id", name, nullable=False),
+        PrimaryKeyConstraint("repo", "name"),
+    )
+    Table(
+        "commits",
+        metadata,
+        Column("repo", name, ForeignKey("repositories.id", ondelete="CASCADE"), nullable=False),
+        Column("id", name, nullable=False),
+        Column("metarange_id", name, nullable=False),
+        Column("parents", Text, nullable=False),
+        Column("message", Text, nullable=False),
+        Column("committer", Text, nullable=False),
+        Column("creation_date", BigInteger, nullable=False),
+        Column("metadata", Text, nullable=False),
+        Column("generation", BigInteger, nullable=False),
+        PrimaryKeyConstraint("repo", "id"),
+    )
+    Table(
+        "staging_entries",
+        metadata,
+        Column("token", name, nullable=False),
+        Column("key", LargeBinary, nullable=False),
+        Column("identity", LargeBinary, nullable=True),
+        Column("value", LargeBinary, nullable=True),
+        Column("is_tombstone", Boolean, nullable=False),
+        PrimaryKeyConstraint("token", "key"),
+        sqlite_with_rowid=False,
+    )
+    return metadata
+
+
+def create_v1_database(url: str) -> None:
+    """A version 1 database at ``url`` holding repository ``repo``, branch ``main`` (token
+    ``tok``) and two staged rows."""
+    engine = create_engine(url)
+    metadata = v1_metadata()
+    tables = metadata.tables
+    try:
+        with engine.begin() as conn:
+            metadata.create_all(conn)
+            conn.execute(tables["schema_version"].insert().values(id=1, version=1))
+            conn.execute(tables["repositories"].insert().values(id="repo", storage_namespace="local://ns", default_branch="main", creation_date=1))
+            conn.execute(
+                tables["commits"].insert().values(
+                    repo="repo", id="c0", metarange_id="mr", parents="[]", message="m", committer="c",
+                    creation_date=1, metadata="{}", generation=1,
+                )
+            )
+            conn.execute(tables["branches"].insert().values(repo="repo", name="main", commit_id="c0", staging_token="tok", sealed_tokens="[]"))
+            conn.execute(
+                tables["staging_entries"].insert(),
+                [
+                    {"token": "tok", "key": b"old", "identity": b"i", "value": b"v", "is_tombstone": False},
+                    {"token": "tok", "key": b"gone", "identity": None, "value": None, "is_tombstone": True},
+                ],
+            )
+    finally:
+        engine.dispose()
+
+
+def check_migrated(url: str) -> None:
+    with open_database(url) as database:
+        assert database.schema_version() == 2
+        columns = {column["name"] for column in inspect(database.engine).get_columns("staging_entries")}
+        assert {"seq", "origin"} <= columns
+        indexes = {index["name"] for index in inspect(database.engine).get_indexes("staging_entries")}
+        assert schema.staging_entries_by_seq.name in indexes
+        refs, staging = SqlRefStore(database), SqlStagingStore(database)
+        # data preserved
+        branch = refs.get_branch("repo", "main")
+        assert (branch.commit_id, branch.staging_token) == ("c0", "tok")
+        assert refs.get_commit("repo", "c0").message == "m"
+        assert staging.get("tok", b"old") == ValueRecord(b"old", b"i", b"v")
+        assert staging.get("tok", b"gone") is None
+        # rows from before have no version: the feed starts at 0 and reports new writes only
+        assert staging.changes_since("tok", 0) == StagingChanges(0, ())
+        assert refs.stage_on_branch("repo", "main", branch, [(b"new", None)]) is True
+        staging.set("tok", b"old", ValueRecord(b"old", b"i2", b"v2"))
+        assert staging.changes_since("tok", 0) == StagingChanges(2, (b"new", b"old"))
+        assert staging.changes_since("tok", 1, exclude_origin=staging.origin) == StagingChanges(2, ())
+        staging.drop_prefix("tok", b"go")
+        assert staging.count("tok") == 2
+        assert staging.changes_since("tok", 2).keys is None
+        refs.delete_branch("repo", "main")
+        assert staging.count("tok") == 0
+    with open_database(url) as database:  # opening again: already version 2
+        assert database.schema_version() == 2
+
+
+def test_sqlite_version_1_database_is_migrated(tmp_path):
+    url = f"sqlite:///{tmp_path / 'v1.db'}"
+    create_v1_database(url)
+    check_migrated(url)
+
+
+def test_migration_is_one_transaction(tmp_path, monkeypatch):
+    """A migration failing half-way leaves the version 1 database as it was."""
+    from lakefuse.db import database as database_module
+
+    url = f"sqlite:///{tmp_path / 'v1.db'}"
+    create_v1_database(url)
+
+    def broken_index_create(*args, **kwargs):
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(schema.staging_entries_by_seq, "create", broken_index_create)
+    with pytest.raises(RuntimeError, match="disk on fire"):
+        database_module.open_database(url)
+    engine = create_engine(url)
+    try:
+        with engine.connect() as conn:
+            assert conn.execute(text("SELECT version FROM schema_version")).scalar_one() == 1
+        assert "seq" not in {column["name"] for column in inspect(engine).get_columns("staging_entries")}
+        assert not inspect(engine).has_table("staging_versions")
+    finally:
+        engine.dispose()
+    monkeypatch.undo()
+    check_migrated(url)
+
+
+def test_postgres_version_1_database_is_migrated(pg_url):
+    """In a schema of its own (``search_path``), so the session's tables are left alone."""
+    name = f"v1_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(pg_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f"CREATE SCHEMA {name}"))
+    url = make_url(pg_url).update_query_dict({"options": f"-csearch_path={name}"}).render_as_string(hide_password=False)
+    try:
+        create_v1_database(url)
+        assert "staging_versions" not in inspect(admin).get_table_names(schema=name)
+        check_migrated(url)
+        assert "staging_versions" in inspect(admin).get_table_names(schema=name)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f"DROP SCHEMA {name} CASCADE"))
+        admin.dispose()

@@ -35,6 +35,7 @@ class GravelerStores:
     kind: str  # "memory", "sqlite" or "postgres"
     refs: object
     staging: object
+    url: str | None = None  # SQL: where a second process would open the same database
 
 
 @pytest.fixture(scope="session")
@@ -72,10 +73,13 @@ def graveler_stores(request, tmp_path) -> GravelerStores:
     if request.param == "sqlite":
         database = open_database(f"sqlite:///{tmp_path}/db.sqlite")
         request.addfinalizer(database.close)
-        return GravelerStores("sqlite", SqlRefStore(database), SqlStagingStore(database, page_size=7))
-    database = request.getfixturevalue("graveler_pg_database")
-    _empty_postgres(database)
-    return GravelerStores("postgres", SqlRefStore(database), SqlStagingStore(database, page_size=7))
+        kind = "sqlite"
+    else:
+        kind = "postgres"
+        database = request.getfixturevalue("graveler_pg_database")
+        _empty_postgres(database)
+    url = database.engine.url.render_as_string(hide_password=False)
+    return GravelerStores(kind, SqlRefStore(database), SqlStagingStore(database, page_size=7), url)
 
 
 @pytest.fixture
@@ -96,6 +100,22 @@ def committed_for():
 @pytest.fixture
 def graveler(graveler_stores, committed_for) -> Graveler:
     return Graveler(graveler_stores.refs, graveler_stores.staging, committed_for)
+
+
+@pytest.fixture
+def other_graveler(graveler_stores, committed_for):
+    """A second Graveler on the same refs and staging, as another process would open them (SQL:
+    a second ``Database`` on the URL; memory: ``peer()`` stores), so its staged writes are of
+    another origin."""
+    if graveler_stores.kind == "memory":
+        staging = graveler_stores.staging.peer()
+        yield Graveler(graveler_stores.refs.peer(staging), staging, committed_for)
+        return
+    from lakefuse.db import SqlRefStore, SqlStagingStore, open_database
+
+    database = open_database(graveler_stores.url)
+    yield Graveler(SqlRefStore(database), SqlStagingStore(database, page_size=7), committed_for)
+    database.close()
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ What a second process (a mount next to a CLI, or another host) must never see:
 
 - a staged write reported successful that no commit ever contains (a lost write);
 - a commit holding part of a multi-key ``stage`` call (a half-committed directory rename);
-- staged rows left behind in a token no branch references any more;
+- staged rows (or change-feed versions) left behind in a token no branch references any more;
 - two commits racing on one branch both "winning" (a lost update): one wins, the other gets
   ``ConcurrentUpdate``, and the first-parent history holds every winner exactly once.
 
@@ -21,7 +21,7 @@ import pytest
 from sqlalchemy import select, text
 
 from lakefuse.db import open_database
-from lakefuse.db.schema import DATA_TABLES, branches, staging_entries
+from lakefuse.db.schema import DATA_TABLES, branches, staging_entries, staging_versions
 from lakefuse.errors import NoChanges
 from tests.graveler.cross_process_workers import (
     RENAMED_DISTANCE,
@@ -105,11 +105,12 @@ def committed_keys(graveler, ref: str) -> dict[str, bytes]:
 
 
 def assert_no_orphan_staging_rows(url: str) -> None:
-    """Every staged row belongs to a token some branch still references."""
+    """Every staged row and token version belongs to a token some branch still references."""
     database = open_database(url)
     try:
         with database.read() as conn:
             staged_tokens = set(conn.execute(select(staging_entries.c.token).distinct()).scalars())
+            staged_tokens |= set(conn.execute(select(staging_versions.c.token)).scalars())
             referenced = set()
             for row in conn.execute(select(branches.c.staging_token, branches.c.sealed_tokens)):
                 referenced.add(row.staging_token)
