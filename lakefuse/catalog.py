@@ -33,7 +33,7 @@ from lakefuse.errors import CorruptedData, InvalidArgument, ObjectNotFound
 from lakefuse.graveler.committed.encoding import entry_to_record, record_to_entry
 from lakefuse.graveler.graveler import Change, ChangeType, Graveler
 from lakefuse.graveler.merge import MergeStrategy
-from lakefuse.graveler.model import Commit, CommitID, Entry, TagID, ValueRecord
+from lakefuse.graveler.model import BranchCursor, Commit, CommitID, Entry, TagID, ValueRecord
 from lakefuse.graveler.ports import Branch, Repository
 from lakefuse.graveler.refexpr import ResolvedRef
 from lakefuse.graveler.views import RefView
@@ -275,6 +275,13 @@ class Catalog:
 
     def get_branch(self, repo_id: str, branch_id: str) -> Branch:
         return self.graveler.get_branch(repo_id, branch_id)
+
+    def branch_changes(self, repo_id: str, branch_id: str, since: BranchCursor | None,
+                       limit: int = 10_000) -> tuple[BranchCursor, list[str] | None]:
+        """The branch's cursor now and the paths other writers changed since ``since`` (None:
+        anything may have changed); see ``Graveler.branch_changes``."""
+        cursor, keys = self.graveler.branch_changes(repo_id, branch_id, since, limit)
+        return cursor, None if keys is None else [_path(key) for key in keys]
 
     def list_branches(self, repo_id: str) -> list[Branch]:
         return self.graveler.list_branches(repo_id)

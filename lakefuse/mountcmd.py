@@ -61,10 +61,24 @@ def add_mount_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cache-ram-bytes", help="bound of the RAM cache, e.g. 1GiB")
     parser.add_argument("--read-ahead-kb", type=int, default=1024,
                         help="kernel read-ahead of the mount in KiB (default 1024; 0 leaves it alone)")
+    parser.add_argument("--change-poll", type=_seconds, default=0.5, metavar="SECONDS",
+                        help="how often to ask the database what other processes changed on the branches "
+                             "(default 0.5; the kernel keeps branch metadata until then; 0: no polling, "
+                             "branch metadata is trusted for 1 s instead)")
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
                         help="default INFO")
     parser.add_argument("--log-file", help="log here (daemon default: $LAKEFUSE_HOME/logs/mount-<dir>.log; "
                                            "foreground default: stderr)")
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 <= value <= 3600:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 3600 seconds, got {text}")
+    return value
 
 
 def add_umount_arguments(parser: argparse.ArgumentParser) -> None:
@@ -194,9 +208,10 @@ def _serve(args, plan: _Plan, on_ready) -> None:
         block_cache = BlockCache(store)
         backend = AppBackend(app, block_cache)
         spool = _spool_dir(config.home)
-        fs = LakeFilesystem(backend, spool_dir=spool, repo=plan.repo, ref=plan.ref, read_only=args.read_only)
+        fs = LakeFilesystem(backend, spool_dir=spool, repo=plan.repo, ref=plan.ref, read_only=args.read_only,
+                            change_feed=args.change_poll > 0)
         options = MountOptions(read_only=args.read_only, allow_other=args.allow_other,
-                               read_ahead_kb=args.read_ahead_kb)
+                               read_ahead_kb=args.read_ahead_kb, change_poll=args.change_poll)
 
         def ready() -> None:
             sd_notify("READY=1\nSTATUS=serving " + plan.mountpoint)

@@ -105,6 +105,9 @@ class AppBackend:
     def branch_head(self, repo: str, branch: str) -> str:
         return self.catalog.get_branch(repo, branch).commit_id
 
+    def branch_changes(self, repo: str, branch: str, since: object | None) -> tuple[object, list[str] | None]:
+        return self.catalog.branch_changes(repo, branch, since)
+
     def list_changes(self, repo: str, branch: str, limit: int) -> list[Change]:
         out = []
         for diff in self.catalog.diff_uncommitted(repo, branch):

@@ -130,6 +130,15 @@ class LakeBackend(Protocol):
 
     def open_reader(self, repo: str, entry: Entry) -> DataReader: ...
 
+    # optional, the change feed: a backend with ``branch_changes`` lets a mount keep a branch's
+    # metadata in the kernel for long and drop only what other writers changed
+    def branch_changes(self, repo: str, branch: str, since: object | None) -> tuple[object, list[str] | None]:
+        """``(cursor, keys)``: an opaque cursor of the branch's state now, and the keys that
+        writers other than this backend changed (set or deleted) since the cursor ``since``;
+        ``keys`` is None when anything may have changed: ``since`` is None, the branch's head
+        moved (commit, merge, reset, revert), its staging area was dropped, or too many keys
+        changed to list.  Raises RefNotFound once the branch is gone."""
+
 
 def iter_listing(backend: LakeBackend, repo: str, ref: ResolvedRef, prefix: str, *, delimiter: str = "/",
                  page: int = 1000) -> Iterable[ListedItem]:

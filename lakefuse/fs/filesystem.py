@@ -16,8 +16,11 @@ only translates.  Layout of a mount (the root may also be one repository, or one
 Semantics:
 
 - Timeouts: names and attributes under a tag or commit never change (long kernel timeouts,
-  kept in the kernel's caches); under a branch they are trusted ``branch_ttl`` seconds, so a
-  change by another process shows within about that long.
+  kept in the kernel's caches).  Under a branch they are trusted ``branch_ttl`` seconds, so a
+  change by another process shows within about that long; with a change feed
+  (``change_feed=True`` and a backend with ``branch_changes``) ``watched_branch_ttl`` seconds
+  instead, and ``poll_changes`` (the mount calls it every ``--change-poll`` seconds) forgets
+  what other writers changed and says which kernel entries to invalidate.
 - Writes (branches only, else EROFS): a file being written lives in a local spool file, seeded
   with the object's bytes on the first write that does not truncate it; it is uploaded and
   staged on fsync, flush (close) or a commit; reads through the mount see the spool at once.
@@ -60,6 +63,7 @@ from lakefuse.fs.nodes import ROOT_INODE, InodeTable, Node, NodeKind
 from lakefuse.fs.spool import Spool, SpoolTail
 from lakefuse.fs.tree import (
     CONTROL_DIR_NAME,
+    ancestors,
     MAX_NAME_BYTES,
     PathStat,
     Tree,
@@ -113,6 +117,18 @@ class Attributes:
     @property
     def blocks(self) -> int:
         return (self.size + 511) // 512
+
+
+@dataclass(slots=True)
+class Invalidations:
+    """What the kernel may have cached that is no longer true (from ``poll_changes``): the
+    names ``(parent inode, name)`` and the attributes of inodes."""
+
+    entries: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+    inodes: list[int] = dataclasses.field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.entries or self.inodes)
 
 
 @dataclass(slots=True)
@@ -242,8 +258,12 @@ def _decode(name: bytes | str) -> str:
 class LakeFilesystem:
     def __init__(self, backend: LakeBackend, *, spool_dir: str, repo: str | None = None, ref: str | None = None,
                  read_only: bool = False, uid: int | None = None, gid: int | None = None,
-                 branch_ttl: float = 1.0, immutable_ttl: float = 86400.0, readdir_page: int = 1000):
+                 branch_ttl: float = 1.0, immutable_ttl: float = 86400.0, readdir_page: int = 1000,
+                 change_feed: bool = False, watched_branch_ttl: float = 60.0):
         self.backend = backend
+        #: the backend's change feed, if this filesystem is watched (see ``poll_changes``)
+        self._change_feed = getattr(backend, "branch_changes", None) if change_feed else None
+        self.watched_branch_ttl = watched_branch_ttl
         self.read_only = read_only
         self.uid = os.getuid() if uid is None else uid
         self.gid = os.getgid() if gid is None else gid
@@ -295,15 +315,16 @@ class LakeFilesystem:
             tree = self._trees.get(key)
             if tree is None:
                 writable = ref.is_branch and not self.read_only
-                ttl = self.branch_ttl if ref.is_branch else None
-                tree = Tree(self.backend, repo, ref, writable=writable, ttl=ttl)
+                feed = self._change_feed if ref.is_branch else None
+                ttl = None if not ref.is_branch else self.watched_branch_ttl if feed else self.branch_ttl
+                tree = Tree(self.backend, repo, ref, writable=writable, ttl=ttl, change_feed=feed)
                 self._trees[key] = tree
             return tree
 
     def _ttl(self, tree: Tree | None) -> float:
-        if tree is None or tree.ttl is not None:
+        if tree is None:
             return self.branch_ttl
-        return self.immutable_ttl
+        return self.immutable_ttl if tree.ttl is None else tree.ttl
 
     def _resolve(self, repo: str, name: str, blocking: bool) -> ResolvedRef:
         now = time.monotonic()
@@ -519,6 +540,70 @@ class LakeFilesystem:
         return self._attrs(node)
 
     # ================================================================== setattr
+
+    # ================================================================== change feed
+
+    @property
+    def watched(self) -> bool:
+        """Whether branch metadata is kept long and ``poll_changes`` must be called (often)."""
+        return self._change_feed is not None
+
+    def poll_changes(self) -> Invalidations:
+        """Forget what other writers changed on the watched branches since the last poll, and
+        say which kernel entries and attributes to invalidate.  Blocking: asks the backend
+        once per branch read so far, and re-stats the directories the kernel knows above
+        changed paths.  A branch whose poll fails is logged and tried again next time."""
+        out = Invalidations()
+        if self._change_feed is None:
+            return out
+        with self._lock:
+            trees = [tree for tree in self._trees.values() if tree.change_feed is not None]
+        for tree in trees:
+            try:
+                changed = tree.poll_changes()
+            except LakefuseError as exc:
+                log.warning("change feed of %s/%s: %s", tree.repo, tree.branch, exc)
+                continue
+            if changed is None:
+                for node in self.table.nodes():
+                    if node.tree is tree and node.attached and node.path:
+                        self._stale(node, out)
+            elif changed:
+                self._invalidate_paths(tree, changed, out)
+        return out
+
+    def _invalidate_paths(self, tree: Tree, paths: set[str], out: Invalidations) -> None:
+        for path in paths:
+            node = self.table.find(("t", tree.key, path))
+            if node is not None:
+                self._stale(node, out)
+        for path in ancestors(paths) - paths:  # still there? (a directory implied by keys may not be)
+            node = self.table.find(("t", tree.key, path))
+            if node is None or node.lookups <= 0:
+                continue
+            node.expires = 0.0
+            try:
+                self._refresh(node, blocking=True)
+            except (OSError, LakefuseError):
+                self._stale(node, out)
+
+    def _stale(self, node: Node, out: Invalidations) -> None:
+        """``node``'s stat is no longer trusted, and neither are the kernel's name and
+        attributes of it."""
+        if node.kind not in (NodeKind.DIR, NodeKind.FILE):
+            return
+        of = node.open_file
+        if of is not None and (of.dirty or of.spool is not None):
+            return  # being written through this mount: its version wins (as in _refresh)
+        node.expires = 0.0
+        if node.lookups <= 0:
+            return
+        parent_path, _, name = node.path.rpartition("/")
+        parent = self.table.find(("t", node.tree.key, parent_path))
+        if parent is not None:
+            out.entries.append((parent.ino, name.encode("utf-8")))
+        if node.kind is NodeKind.FILE:
+            out.inodes.append(node.ino)
 
     def setattr(self, ino: int, *, size: int | None = None, mode: int | None = None,
                 mtime_ns: int | None = None, fh: int | None = None, chown: bool = False) -> Attributes:

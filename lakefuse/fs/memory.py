@@ -5,7 +5,9 @@ It implements the lakeFS model just far enough: repositories, branches with a st
 tags, commits with parents, ref expressions (``~N``, ``^N``, commit ID prefixes), listings with
 prefix / delimiter / after served from sorted key lists (bisect, no full scans), uncommitted
 changes, and object bytes kept in a dict.  ``calls`` counts every method call by name so tests
-can assert how much work an operation did.  ``local_storage`` is what ``stores_locally`` says:
+can assert how much work an operation did.  Its change feed (``branch_changes``) counts the
+``LakeBackend`` methods as the mount's own writes and the test helpers (``put_object``,
+``put_entries``, ``delete_object``) as another process's.  ``local_storage`` is what ``stores_locally`` says:
 whether the filesystem hashes big written files while they are written and moves them in at
 close (True), or streams them with ``upload_stream`` (False).
 """
@@ -55,6 +57,9 @@ class _Branch:
     staging: dict[str, Entry | None] = field(default_factory=dict)
     view: dict[str, Entry] | None = None  # materialised staging-over-head, rebuilt lazily
     view_keys: list[str] | None = None
+    version: int = 0  # staging changes so far (the change feed's cursor)
+    epoch: int = 0  # head moves so far
+    changed: dict[str, tuple[int, bool]] = field(default_factory=dict)  # key -> (version, by the mount)
 
 
 @dataclass
@@ -116,14 +121,19 @@ class MemoryBackend:
 
     def put_object(self, repo: str, branch: str, key: str, data: bytes, *, mtime: int | None = None,
                    metadata: Mapping[str, str] | None = None) -> Entry:
+        """Stage an object as another process would (the change feed reports it)."""
         entry = self._store(data, mtime if mtime is not None else int(time.time()), metadata or {}, None)
-        self.stage_entries(repo, branch, [(key, entry)])
+        self._stage(repo, branch, [(key, entry)], by_mount=False)
         return entry
 
     def put_entries(self, repo: str, branch: str, items: Sequence[tuple[str, bytes]]) -> None:
         """Stage many small objects at once (test setup of large directories)."""
         now = int(time.time())
-        self.stage_entries(repo, branch, [(key, self._store(data, now, {}, None)) for key, data in items])
+        self._stage(repo, branch, [(key, self._store(data, now, {}, None)) for key, data in items], by_mount=False)
+
+    def delete_object(self, repo: str, branch: str, key: str) -> None:
+        """Stage a deletion as another process would."""
+        self._stage(repo, branch, [(key, None)], by_mount=False)
 
     def object_bytes(self, entry: Entry) -> bytes:
         return self._objects[entry.physical_address]
@@ -222,12 +232,18 @@ class MemoryBackend:
 
     def stage_entries(self, repo: str, branch: str, items: Sequence[tuple[str, Entry | None]]) -> None:
         self.calls["stage_entries"] += 1
+        self._stage(repo, branch, items, by_mount=True)
+
+    def _stage(self, repo: str, branch: str, items: Sequence[tuple[str, Entry | None]], by_mount: bool) -> None:
         with self._lock:
             b = self._branch(self._repo(repo), branch)
-            for key, entry in items:
+            for key, _entry in items:
                 if not key or key.startswith("/"):
                     raise InvalidArgument(f"invalid key {key!r}")
+            b.version += 1
+            for key, entry in items:
                 b.staging[key] = entry
+                b.changed[key] = (b.version, by_mount)
             b.view = b.view_keys = None
 
     def commit(self, repo: str, branch: str, message: str) -> str:
@@ -247,6 +263,8 @@ class MemoryBackend:
                     tree[key] = entry
             c = self._new_commit(r, (head.id,), message, tree)
             b.head, b.staging, b.view, b.view_keys = c.id, {}, None, None
+            b.epoch += 1
+            b.changed.clear()
             return c.id
 
     def branch_head(self, repo: str, branch: str) -> str:
@@ -272,6 +290,16 @@ class MemoryBackend:
                 if len(out) >= limit:
                     break
             return out
+
+    def branch_changes(self, repo: str, branch: str, since: object | None) -> tuple[object, list[str] | None]:
+        self.calls["branch_changes"] += 1
+        with self._lock:
+            b = self._branch(self._repo(repo), branch)
+            cursor = (b.head, b.epoch, b.version)
+            if since is None or since[:2] != cursor[:2]:
+                return cursor, None
+            return cursor, sorted(key for key, (version, by_mount) in b.changed.items()
+                                  if version > since[2] and not by_mount)
 
     def open_reader(self, repo: str, entry: Entry) -> BytesReader:
         self.calls["open_reader"] += 1

@@ -4,9 +4,16 @@ Owns the mapping path <-> key (a directory ``a/b`` is every key under ``a/b/``, 
 zero-size marker object ``a/b/`` that ``mkdir`` creates so an empty directory persists), which
 names a listing may show, and the metadata cache of the ref: ``stat`` results and the stats
 that listings bring along, and the listing pages themselves (a second ``ls -l`` of a big
-directory is answered from memory; at most ``LISTED_ENTRIES_KEPT`` entries per ref), kept ``ttl`` seconds on a branch (another writer's change
-shows within about that long) and until evicted on a tag or commit (immutable).  A change made
-through this tree (``remember``/``forget``) drops the pages of the directory it is in.
+directory is answered from memory; at most ``LISTED_ENTRIES_KEPT`` entries per ref), kept ``ttl``
+seconds on a branch and until evicted on a tag or commit (immutable).  A change made through
+this tree (``remember``/``forget``) drops the pages of the directory it is in.
+
+Coherence on a branch: without a change feed, ``ttl`` is short (another writer's change shows
+within about that long).  With one (``change_feed``, see ``LakeBackend.branch_changes``), the
+tree takes the branch's cursor before its first read and ``poll_changes`` forgets exactly what
+other writers changed since, so ``ttl`` can be long.  A read that overlapped a forget is
+answered but not kept (``_changes``), so a stale answer never outlives the poll that
+invalidated it.
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ from dataclasses import dataclass
 
 import cachetools
 
-from lakefuse.errors import InvalidName, NameTooLong
+from lakefuse.errors import InvalidName, NameTooLong, RefNotFound
 from lakefuse.fs.backend import LakeBackend, ResolvedRef
 from lakefuse.graveler.model import Entry
 
@@ -64,6 +71,17 @@ def displayable(name: str) -> bool:
     return bool(name) and name not in (".", "..") and len(name.encode("utf-8", "surrogateescape")) <= MAX_NAME_BYTES
 
 
+def ancestors(paths) -> set[str]:
+    """Every directory above any of ``paths`` (not the tree root '')."""
+    out = set()
+    for path in paths:
+        parent = path.rpartition("/")[0]
+        while parent and parent not in out:
+            out.add(parent)
+            parent = parent.rpartition("/")[0]
+    return out
+
+
 def _entries_in(pages: dict) -> int:
     """How many entries the kept pages of one directory hold (at least 1: an empty directory's
     page costs something too)."""
@@ -74,7 +92,7 @@ class Tree:
     """The tree of one ref of one repository; thread-safe."""
 
     def __init__(self, backend: LakeBackend, repo: str, ref: ResolvedRef, *, writable: bool,
-                 ttl: float | None, cache_entries: int = 200_000):
+                 ttl: float | None, cache_entries: int = 200_000, change_feed=None):
         self.backend = backend
         self.repo = repo
         self.ref = ref
@@ -87,6 +105,10 @@ class Tree:
         self._changes = 0  # counts remember/forget: a page listed across one is not kept
         self._lock = threading.Lock()
         self._last_miss_dir: str | None = None  # see stat(): sibling prefetch
+        #: ``LakeBackend.branch_changes`` of a watched branch, and where the last poll left off
+        self.change_feed = change_feed
+        self.change_cursor: object | None = None
+        self._last_changed: set[str] | None = set()  # what the last poll reported (see poll_changes)
         #: result of the last commit through the control file: ("ok", commit_id) or ("error", text)
         self.last_commit: tuple[str, str] | None = None
 
@@ -148,6 +170,7 @@ class Tree:
         hit = self.cached(path)
         if hit is not None:
             return hit
+        self._take_cursor()
         parent = path.rpartition("/")[0]
         sequential = self._last_miss_dir == parent
         self._last_miss_dir = parent
@@ -155,6 +178,7 @@ class Tree:
             found = self._prefetch_from(parent, path)
             if found is not None:
                 return found
+        changes = self._changes
         entry = self.backend.get_entry(self.repo, self.ref, path)
         if entry is not None:
             stat = PathStat(False, entry)
@@ -166,21 +190,28 @@ class Tree:
                 stat = PathStat(True, first.entry if first.key == prefix else None)
             else:
                 stat = None
+        with self._lock:
+            if changes != self._changes:  # forgotten meanwhile: answer, but do not keep
+                return stat, time.monotonic()
         return stat, self.remember(path, stat)
 
     def _prefetch_from(self, parent: str, path: str) -> tuple[PathStat | None, float] | None:
         """List directory ``parent`` from ``path`` on (remembering what it finds); what
         ``path`` is, or None if the page did not reach it."""
+        changes = self._changes
         page, last, exhausted = self.list_dir(parent, path[:-1], PREFETCH_ENTRIES)
         if not exhausted and last < path:
             return None
         name = path.rpartition("/")[2]
         for child_name, _key, stat in page:
             if child_name == name:
-                found = self.cached(path) or (stat, self._expiry())
+                found = self.cached(path) or (stat, time.monotonic())
                 if found[0] is not None and found[0].is_dir and found[0].entry is None:
                     return None  # a listing cannot tell whether a directory has a marker: look it up
                 return found
+        with self._lock:
+            if changes != self._changes:  # forgotten meanwhile: answer, but do not keep
+                return None, time.monotonic()
         return None, self.remember(path, None)
 
     def list_dir(self, path: str, after: str, limit: int) -> tuple[list[tuple[str, str, PathStat]], str, bool]:
@@ -194,6 +225,7 @@ class Tree:
             changes = self._changes
         if kept is not None and kept[1] > time.monotonic():
             return kept[0]
+        self._take_cursor()
         prefix = dir_prefix(path)
         items = self.backend.list_entries(self.repo, self.ref, prefix, after=after, limit=limit)
         out = []
@@ -201,6 +233,9 @@ class Tree:
         now = time.monotonic()
         hide_control = self.is_branch and path == ""
         with self._lock:
+            keep = changes == self._changes  # else forgotten meanwhile: answer, but do not keep
+            if not keep:
+                expires = now
             for item in items:
                 rest = item.key[len(prefix):]
                 if item.entry is None:
@@ -215,16 +250,61 @@ class Tree:
                                and known[0].is_dir and known[0].entry is not None)
                 if keep_marker:
                     stat = known[0]
-                else:
+                elif keep:
                     self._cache[child] = (stat, expires)
                 out.append((name, item.key, stat))
             result = (out, items[-1].key if items else after, len(items) < limit)
-            if changes == self._changes:
+            if keep:
                 pages = dict(self._pages.get(path) or {})
                 pages[(after, limit)] = (result, expires)
                 if _entries_in(pages) <= LISTED_ENTRIES_KEPT:
                     self._pages[path] = pages  # re-inserted: the cache counts its entries again
         return result
+
+    # ------------------------------------------------------------------ change feed
+
+    def _take_cursor(self) -> None:
+        """Before the first read of a watched branch: where its change feed starts."""
+        if self.change_feed is not None and self.change_cursor is None:
+            self.change_cursor = self.change_feed(self.repo, self.branch, None)[0]
+
+    def poll_changes(self) -> set[str] | None:
+        """Ask the change feed what other writers changed since the last poll and forget the
+        cached metadata of those paths and of the directories above them.  Returns the
+        changed paths (a directory marker's key as its directory's path), or None when
+        everything was forgotten: the head moved, or the branch is gone.
+
+        Each change is reported by two polls in a row: a request that read the old state just
+        before the first one may still answer after it, and the second undoes what that left
+        in caches.  Raises what the feed raises for anything else (the database is
+        unreachable: the next poll tries again)."""
+        if self.change_feed is None:
+            return set()
+        changed: set[str] | None = set()
+        if self.change_cursor is not None:  # else nothing was read yet, nothing is cached
+            try:
+                cursor, keys = self.change_feed(self.repo, self.branch, self.change_cursor)
+            except RefNotFound:
+                cursor, keys = None, None  # the next read takes a new cursor, if the branch comes back
+            self.change_cursor = cursor
+            if keys is None:
+                changed = None
+            else:
+                changed = {key[:-1] if key.endswith("/") else key for key in keys}
+                changed.discard("")
+        repeat, self._last_changed = self._last_changed, changed
+        if changed is None or repeat is None:
+            self.forget_all()
+            return None
+        changed = changed | repeat
+        if changed:
+            with self._lock:
+                for path in changed | ancestors(changed):
+                    self._cache.pop(path, None)
+                    self._pages.pop(path, None)
+                    self._pages.pop(path.rpartition("/")[0], None)
+                self._changes += 1
+        return changed
 
     def has_children(self, path: str, ignore: tuple[str, ...] = ()) -> bool:
         """Whether directory ``path`` holds any object other than its own marker and ``ignore``

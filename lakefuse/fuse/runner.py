@@ -4,12 +4,15 @@ Owns the kernel mount options (``fsname``/``subtype`` so ``mount`` and ``df`` sa
 ``ro``, ``allow_other``, ``default_permissions``, ``max_read``), readiness (the mount answers a
 ``stat`` before anyone is told it is ready), the mount's read-ahead (raised through
 ``/sys/class/bdi/<major:minor>/read_ahead_kb`` so buffered sequential reads arrive in 1 MiB
-requests), and the end: SIGTERM/SIGINT/SIGHUP upload written files, then unmount; an external
-``umount`` ends the loop the same way.
+requests), the change watcher (every ``change_poll`` seconds ``LakeFilesystem.poll_changes``
+says what other writers changed on the branches, and the kernel's entries and attributes of
+those paths are invalidated), and the end: SIGTERM/SIGINT/SIGHUP upload written files, then
+unmount; an external ``umount`` ends the loop the same way.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import signal
@@ -20,7 +23,7 @@ import pyfuse3
 import trio
 
 from lakefuse.errors import LakefuseError
-from lakefuse.fs.filesystem import LakeFilesystem
+from lakefuse.fs.filesystem import Invalidations, LakeFilesystem
 from lakefuse.fuse.operations import LakeOperations
 
 log = logging.getLogger(__name__)
@@ -41,6 +44,7 @@ class MountOptions:
     read_ahead_kb: int = 1024
     fsname: str = "lakefuse"
     worker_threads: int = 16
+    change_poll: float = 0.5  # seconds between polls of the change feed (a watched filesystem)
 
 
 def kernel_options(options: MountOptions) -> set[str]:
@@ -135,6 +139,8 @@ async def _main(fs: LakeFilesystem, mountpoint: str, options: MountOptions, on_r
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_watch_signals, fs, nursery.cancel_scope)
         nursery.start_soon(_serve_until_unmounted, nursery.cancel_scope)
+        if fs.watched:
+            nursery.start_soon(_watch_changes, fs, options.change_poll)
         await _wait_ready(mountpoint)
         if options.read_ahead_kb > 0:
             set_read_ahead(mountpoint, options.read_ahead_kb)
@@ -146,6 +152,34 @@ async def _main(fs: LakeFilesystem, mountpoint: str, options: MountOptions, on_r
 async def _serve_until_unmounted(cancel_scope: trio.CancelScope) -> None:
     await pyfuse3.main()
     cancel_scope.cancel()  # unmounted from outside: stop the signal watcher too
+
+
+async def _watch_changes(fs: LakeFilesystem, interval: float) -> None:
+    """Poll the change feed and invalidate what the kernel holds of the changed paths, from
+    a worker thread (an invalidation waits for requests on the same names to finish)."""
+    while True:
+        await trio.sleep(interval)
+        try:
+            stale = await trio.to_thread.run_sync(fs.poll_changes)
+            if stale:
+                await trio.to_thread.run_sync(invalidate_kernel_caches, stale)
+        except Exception:  # noqa: BLE001 - keep watching; the next poll tries again
+            log.exception("polling the change feed failed")
+
+
+def invalidate_kernel_caches(stale: Invalidations) -> None:
+    for parent, name in stale.entries:
+        try:
+            pyfuse3.invalidate_entry(parent, name)
+        except OSError as exc:
+            if exc.errno != errno.ENOENT:  # ENOENT: the kernel had forgotten it already
+                log.warning("invalidating entry %r of inode %d: %s", name, parent, exc.strerror)
+    for ino in stale.inodes:
+        try:
+            pyfuse3.invalidate_inode(ino, attr_only=True)
+        except OSError as exc:
+            if exc.errno != errno.ENOENT:
+                log.warning("invalidating inode %d: %s", ino, exc.strerror)
 
 
 async def _wait_ready(mountpoint: str) -> None:

@@ -1,7 +1,8 @@
 """Metadata speed: stat of 10,000 files (cold: first time through the mount; warm: again) and
 ls -l of a 10,000-entry directory, lakefuse (a branch and a commit) vs a local directory vs
 bindfs vs rclone mount (--vfs-cache-mode full, when installed), side by side, and vs the
-floor of pyfuse3 itself (pyfuse3_floor.py: the same names from a dict, no work per request).
+floor of pyfuse3 itself (pyfuse3_floor.py: the same names from a dict, no work per request);
+then how long another process's write to a branch takes to show through the mount.
 
     python scripts/bench/mount_stat.py [--files 10000] [--workdir DIR]
 """
@@ -86,9 +87,34 @@ def main() -> None:
     if have("rclone"):
         measure("rclone --vfs-cache-mode full", Path("dir"),
                 lambda: rclone_mount(local.parent, workdir / "mnt-rclone", workdir / "rclone-cache"))
+    latencies = change_latencies(home, workdir / "mnt-lake")
     home.close()
     print_table(f"Metadata of {n} files (operations/s; higher is better)", rows, "ops/s", f"local: stat x{n} warm")
+    latencies.sort()
+    print(f"another process's write seen through the branch directory after: median "
+          f"{latencies[len(latencies) // 2] * 1000:.0f} ms, max {latencies[-1] * 1000:.0f} ms "
+          f"({len(latencies)} writes; the mount polls every 0.5 s)")
     shutil.rmtree(workdir, ignore_errors=True)
+
+
+def change_latencies(home: LakeHome, mountpoint: Path, runs: int = 9) -> list[float]:
+    """Seconds from another process's write of a branch file (this process, through the API)
+    until a ``stat`` through the mount shows it, ``runs`` times."""
+    out = []
+    with lakefuse_mount(home, mountpoint) as base:
+        path = base / "bench/main/dir/f000000.csv"
+        for run in range(runs):
+            os.stat(path)
+            size = 200 + run
+            home.catalog.upload_bytes("bench", "main", "dir/f000000.csv", b"y" * size)
+            started = time.perf_counter()
+            deadline = started + 10
+            while os.stat(path).st_size != size:
+                if time.perf_counter() > deadline:
+                    raise SystemExit("another writer's change did not show within 10 s")
+                time.sleep(0.005)
+            out.append(time.perf_counter() - started)
+    return out
 
 
 if __name__ == "__main__":

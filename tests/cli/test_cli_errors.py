@@ -121,6 +121,8 @@ CASES = [
     (USAGE, ["fs", "upload", "lakefs://sales/dev/x/", "--source", "{directory}", "--recursive"], "no files"),
     (USAGE, ["fs", "upload", "lakefs://sales/dev/x", "--source", "-", "--recursive"], "not stdin"),
     (USAGE, ["fs", "download", "lakefs://sales/main/a/b.csv", "--dest", "/nonexistent/dir/f"], "does not exist"),
+    (USAGE, ["mount", "{directory}", "--change-poll", "-1"], "between 0 and 3600"),
+    (USAGE, ["mount", "{directory}", "--change-poll", "soon"], "not a number of seconds"),
     (USAGE, ["no-such-command"], "invalid choice"),
     (USAGE, ["branch"], "required"),
     (USAGE, ["--config", "/nonexistent/config.yaml", "repo", "list"], "does not exist"),

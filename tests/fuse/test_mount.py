@@ -247,6 +247,66 @@ def test_another_writer_shows_within_about_a_second(branch, lake_home):
     assert (branch / "elsewhere.txt").read_bytes() == b"from the API"
 
 
+def fuse_requests_while(mount: MountedLake, action) -> int:
+    """How many requests the mount's serving thread reads from /dev/fuse while ``action()``
+    runs (strace on the mount process)."""
+    out = mount.home.path / "fuse-requests.strace"
+    tracer = subprocess.Popen(["strace", "-y", "-e", "trace=read,readv,splice", "-o", str(out),
+                               "-p", str(mount.proc.pid)], stderr=subprocess.PIPE, text=True)
+    try:
+        assert "attached" in tracer.stderr.readline()
+        time.sleep(0.2)
+        action()
+        time.sleep(0.2)
+    finally:
+        tracer.terminate()
+        tracer.wait(30)
+    return sum("/dev/fuse" in line and "= -1" not in line for line in out.read_text().splitlines())
+
+
+def test_warm_branch_metadata_stays_in_the_kernel_until_another_writer_changes_it(branch, lake, lake_home):
+    (branch / "warm").mkdir()
+    paths = [branch / "warm" / f"f{i:02d}" for i in range(40)]
+    for path in paths:
+        path.write_bytes(b"x")
+    for path in paths:
+        os.stat(path)
+    time.sleep(1.5)  # longer than the 1 s a branch would be trusted without the change feed
+    requests = fuse_requests_while(lake, lambda: [os.stat(path) for path in paths])
+    assert requests <= 4, f"{requests} requests for 40 warm stats"  # at most the repo and branch names again
+    lake_home.catalog.upload_bytes("sales", branch.name, "warm/f07", b"longer, from the API")
+    lake_home.catalog.delete_object("sales", branch.name, "warm/f08")
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline:
+        if os.stat(paths[7]).st_size == len(b"longer, from the API") and not paths[8].exists():
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail("the other writer's change did not show within 3 s")
+    assert paths[7].read_bytes() == b"longer, from the API"
+    assert os.stat(paths[6]).st_size == 1
+
+
+def test_another_processes_commit_and_reset_show(branch, lake_home):
+    (branch / "data/a.csv").read_bytes()
+    lake_home.catalog.upload_bytes("sales", branch.name, "data/a.csv", b"committed elsewhere")
+    lake_home.catalog.commit("sales", branch.name, "elsewhere", "tests")
+    deadline = time.monotonic() + 3
+    while (branch / "data/a.csv").read_bytes() != b"committed elsewhere":
+        assert time.monotonic() < deadline, "another process's commit did not show within 3 s"
+        time.sleep(0.05)
+    lake_home.catalog.upload_bytes("sales", branch.name, "data/staged.txt", b"staged elsewhere")
+    deadline = time.monotonic() + 3
+    while not (branch / "data/staged.txt").exists():
+        assert time.monotonic() < deadline, "another process's write did not show within 3 s"
+        time.sleep(0.05)
+    lake_home.catalog.reset("sales", branch.name)  # drops the staging area
+    deadline = time.monotonic() + 3
+    while (branch / "data/staged.txt").exists():
+        assert time.monotonic() < deadline, "another process's reset did not show within 3 s"
+        time.sleep(0.05)
+
+
 def test_rename_of_a_directory_with_many_files(branch):
     src = branch / "many"
     src.mkdir()
