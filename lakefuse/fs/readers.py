@@ -2,7 +2,9 @@
 
 - ``LocalFileReader``: an object of a ``local`` storage namespace is already a file on local
   disk; it is read with ``os.pread`` (the kernel's page cache is the cache; copying it into
-  another cache would only halve throughput).
+  another cache would only halve throughput).  On the event loop (``read_nowait``) bytes the
+  page cache holds are answered from a read-only memory map of the file, so the reply to the
+  kernel is the only copy; bytes it does not hold go to a thread that may wait for the disk.
 - ``BlockCache`` / ``CachedObjectReader``: objects of remote storage (S3) are read in
   fixed-size blocks kept in a block store (``DiskBlockStore`` over ``lakefuse.cache.DiskCache``,
   or ``RamBlockStore``), keyed by (object identity, block index).  Sequential reads grow a
@@ -16,7 +18,10 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
+import ctypes
+import ctypes.util
 import hashlib
+import mmap
 import os
 import threading
 from typing import Callable
@@ -28,7 +33,61 @@ DEFAULT_MAX_WINDOW_BLOCKS = 32
 DEFAULT_WORKERS = 8
 
 
+def _load_mincore():
+    """libc's ``mincore(addr, length, vec)``, or None where ctypes cannot find it."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        mincore = libc.mincore
+    except (OSError, AttributeError):
+        return None
+    mincore.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_ubyte))
+    mincore.restype = ctypes.c_int
+    return mincore
+
+
+_mincore = _load_mincore()
+_PAGE = mmap.PAGESIZE
+
+
+class MappedFile:
+    """A read-only view of a whole immutable file through ``mmap``, and which of its pages the
+    page cache holds (``mincore``), so that bytes can be handed out without copying them and
+    without ever waiting for the disk.  Objects of a storage namespace are never modified or
+    truncated, so the mapping stays valid while it is open."""
+
+    def __init__(self, fd: int, size: int):
+        # MAP_PRIVATE with write permission only so that ctypes can tell the address; nothing
+        # ever writes to it, so every page stays the page cache's own
+        self._map = mmap.mmap(fd, size, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+        self._address = ctypes.addressof(ctypes.c_char.from_buffer(self._map))
+        self._view = memoryview(self._map).toreadonly()
+        self.size = size
+
+    def resident(self, offset: int, size: int) -> bool:
+        """Whether every page of ``[offset, offset + size)`` is in the page cache."""
+        start = offset - offset % _PAGE
+        pages = (offset + size - start + _PAGE - 1) // _PAGE
+        vec = (ctypes.c_ubyte * pages)()
+        if _mincore(self._address + start, pages * _PAGE, vec) != 0:
+            return False
+        return 0 not in bytes(vec)
+
+    def view(self, offset: int, size: int) -> memoryview:
+        return self._view[offset : offset + size]
+
+    def close(self) -> None:
+        try:
+            self._view.release()
+            self._map.close()
+        except BufferError:  # a reply still holds a view: unmapped when the last one goes
+            pass
+
+
 class LocalFileReader:
+    #: files at least this big are memory-mapped for replies from the event loop (smaller
+    #: ones cost more to map than to copy)
+    MAP_MIN_BYTES = 1024 * 1024
+
     def __init__(self, path: str):
         try:
             self._fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
@@ -37,6 +96,9 @@ class LocalFileReader:
         except OSError as exc:
             raise StorageError(f"cannot open {path}: {exc.strerror}") from None
         self.path = path
+        self._mapped: MappedFile | None = None
+        self._map_tried = False
+        self._lock = threading.Lock()
 
     def fileno(self) -> int:
         return self._fd
@@ -55,9 +117,27 @@ class LocalFileReader:
             got += len(more)
         return b"".join(parts)
 
+    def _mapping(self) -> MappedFile | None:
+        if self._map_tried:
+            return self._mapped
+        with self._lock:
+            if not self._map_tried and self._fd >= 0:
+                try:
+                    size = os.fstat(self._fd).st_size
+                    if _mincore is not None and size >= self.MAP_MIN_BYTES:
+                        self._mapped = MappedFile(self._fd, size)
+                except (OSError, ValueError, TypeError):
+                    self._mapped = None  # e.g. mmap refused: copy instead
+                self._map_tried = True
+        return self._mapped
+
     def read_nowait(self, offset: int, size: int, buffer: bytearray) -> memoryview | None:
-        """The bytes if all of them are in the page cache (read into ``buffer``), else None:
-        never waits for the disk, so it may run on an event loop."""
+        """The bytes if all of them are in the page cache, else None: never waits for the
+        disk, so it may run on an event loop.  A view of the file's mapping (no copy) or of
+        ``buffer``; valid until the next call."""
+        mapped = self._mapping()
+        if mapped is not None and offset + size <= mapped.size:
+            return mapped.view(offset, size) if mapped.resident(offset, size) else None
         view = memoryview(buffer)[:size]
         try:
             got = os.preadv(self._fd, [view], offset, os.RWF_NOWAIT)
@@ -68,7 +148,12 @@ class LocalFileReader:
         return view[:got] if got == size else None
 
     def close(self) -> None:
-        fd, self._fd = self._fd, -1
+        with self._lock:
+            fd, self._fd = self._fd, -1
+            mapped, self._mapped = self._mapped, None
+            self._map_tried = True
+        if mapped is not None:
+            mapped.close()
         if fd >= 0:
             os.close(fd)
 

@@ -57,6 +57,34 @@ def test_local_file_reader_reads_ranges_in_place(tmp_path):
     reader.close()
 
 
+def test_local_file_reader_answers_cached_bytes_from_its_mapping_without_waiting(tmp_path):
+    path = tmp_path / "obj"
+    data = os.urandom(3 * LocalFileReader.MAP_MIN_BYTES + 100)
+    path.write_bytes(data)
+    with open(path, "rb") as f:
+        os.fsync(f.fileno())
+        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)  # out of the page cache
+    reader = LocalFileReader(str(path))
+    buffer = bytearray(2 * 1024 * 1024)
+    assert reader.read_nowait(1000, 1024 * 1024, buffer) is None  # would wait for the disk
+    assert reader.read(0, len(data)) == data  # a thread's read brings the pages in
+    view = reader.read_nowait(1000, 1024 * 1024, buffer)
+    assert bytes(view) == data[1000:1000 + 1024 * 1024]
+    assert bytes(reader.read_nowait(len(data) - 100, 100, buffer)) == data[-100:]
+    reader.close()  # while a reply still holds a view: it stays readable
+    assert bytes(view[:10]) == data[1000:1010]
+    view.release()
+
+
+def test_local_file_reader_copies_small_files(tmp_path):
+    path = tmp_path / "small"
+    path.write_bytes(b"0123456789")
+    reader = LocalFileReader(str(path))
+    buffer = bytearray(64)
+    assert bytes(reader.read_nowait(2, 5, buffer)) == b"23456"
+    reader.close()
+
+
 def test_sequential_reads_prefetch_a_growing_window(store):
     data = os.urandom(20 * BLOCK)
     source = CountingSource(data)
