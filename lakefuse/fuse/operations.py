@@ -20,6 +20,7 @@ import trio
 
 from lakefuse.errors import LakefuseError
 from lakefuse.fs.filesystem import Attributes, LakeFilesystem, WouldBlock
+from lakefuse.fuse.spin import RequestSpinner
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +50,8 @@ def fuse_errors(handler):
         except BaseException:  # noqa: BLE001 - the boundary: log, answer EIO, keep serving
             log.exception("unexpected error in %s%r", handler.__name__, args[:3])
             raise pyfuse3.FUSEError(errno.EIO) from None
+        finally:
+            self.spinner.beat()
 
     return wrapper
 
@@ -88,15 +91,16 @@ class LakeOperations(pyfuse3.Operations):
     enable_writeback_cache = False
     enable_acl = False
 
-    def __init__(self, fs: LakeFilesystem, *, worker_threads: int = WORKER_THREADS):
+    def __init__(self, fs: LakeFilesystem, *, worker_threads: int = WORKER_THREADS,
+                 spinner: RequestSpinner | None = None):
         super().__init__()
         self.fs = fs
+        #: told of every answered request (see lakefuse.fuse.spin); by default it never spins
+        self.spinner = spinner or RequestSpinner(window=0)
         self._limiter = trio.CapacityLimiter(worker_threads)
         # answers of reads served on the event loop; reused: pyfuse3 copies a read's answer
         # to the kernel right after the handler returns, before any other task runs
         self._read_buffer = bytearray(READ_BUFFER_BYTES)
-        self.requests = 0
-        self.started = time.monotonic()
 
     async def _run(self, fn, *args):
         return await trio.to_thread.run_sync(fn, *args, limiter=self._limiter)
@@ -116,6 +120,7 @@ class LakeOperations(pyfuse3.Operations):
             self.fs.forget(inode_list)
         except Exception:  # noqa: BLE001 - forget must not raise
             log.exception("forget failed")
+        self.spinner.beat()
 
     @fuse_errors
     async def getattr(self, inode, ctx=None):

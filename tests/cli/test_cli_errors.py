@@ -123,6 +123,8 @@ CASES = [
     (USAGE, ["fs", "download", "lakefs://sales/main/a/b.csv", "--dest", "/nonexistent/dir/f"], "does not exist"),
     (USAGE, ["mount", "{directory}", "--change-poll", "-1"], "between 0 and 3600"),
     (USAGE, ["mount", "{directory}", "--change-poll", "soon"], "not a number of seconds"),
+    (USAGE, ["mount", "{directory}", "--spin-us", "1.5"], "not a whole number of microseconds"),
+    (USAGE, ["mount", "{directory}", "--spin-us", "200000"], "between 0 and 100000"),
     (USAGE, ["no-such-command"], "invalid choice"),
     (USAGE, ["branch"], "required"),
     (USAGE, ["--config", "/nonexistent/config.yaml", "repo", "list"], "does not exist"),

@@ -13,9 +13,13 @@ trio = pytest.importorskip("trio")
 from lakefuse.errors import NoChanges, ReadOnly  # noqa: E402
 from lakefuse.fs.filesystem import Attributes  # noqa: E402
 from lakefuse.fuse.operations import entry_attributes, fuse_errors  # noqa: E402
+from lakefuse.fuse.spin import RequestSpinner  # noqa: E402
 
 
 class Handlers:
+    def __init__(self):
+        self.spinner = RequestSpinner(window=0)
+
     @fuse_errors
     async def lakefuse_error(self):
         raise ReadOnly("tag")
@@ -48,6 +52,7 @@ def test_every_failure_becomes_an_errno_and_bugs_are_logged(caplog):
     assert "unexpected error in bug" in caplog.text and "KeyError" in caplog.text
     assert trio.run(h.fine) == 42
     assert NoChanges().errno == errno.ENODATA
+    assert h.spinner.beats == 4  # every answer, failed or not, tells the spinner
 
 
 def test_entry_attributes_carry_timeouts_and_blocks():

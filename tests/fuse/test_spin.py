@@ -1,0 +1,68 @@
+"""The request spinner: polls for a window after each answered request, then parks."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+trio = pytest.importorskip("trio")
+
+from lakefuse.fuse.spin import RequestSpinner  # noqa: E402
+
+
+def test_spins_for_its_window_after_a_request_then_parks():
+    async def main():
+        spinner = RequestSpinner(window=0.05)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(spinner.run)
+            await trio.sleep(0.01)
+            assert not spinner.parked  # still inside the first window
+            await trio.sleep(0.1)
+            assert spinner.parked  # no request for longer than the window
+            spinner.beat()
+            assert not spinner.parked
+            await trio.sleep(0.02)
+            assert not spinner.parked
+            for _ in range(5):  # requests keep coming: the window keeps moving
+                await trio.sleep(0.03)
+                spinner.beat()
+            await trio.sleep(0.02)
+            assert not spinner.parked
+            await trio.sleep(0.1)
+            assert spinner.parked
+            nursery.cancel_scope.cancel()
+
+    trio.run(main)
+
+
+def test_spinning_costs_cpu_time_and_a_parked_spinner_none():
+    async def cpu_seconds_while_sleeping(seconds: float) -> float:
+        started = time.process_time()
+        await trio.sleep(seconds)
+        return time.process_time() - started
+
+    async def main():
+        spinner = RequestSpinner(window=10.0)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(spinner.run)
+            assert await cpu_seconds_while_sleeping(0.3) > 0.15  # the loop kept polling
+            spinner.window = 0.001
+            spinner.beat()
+            await trio.sleep(0.05)
+            assert spinner.parked
+            assert await cpu_seconds_while_sleeping(0.3) < 0.1  # asleep in epoll_wait
+            nursery.cancel_scope.cancel()
+
+    trio.run(main)
+
+
+def test_a_zero_window_never_spins():
+    async def main():
+        spinner = RequestSpinner(window=0)
+        with trio.move_on_after(1) as scope:
+            await spinner.run()  # returns at once
+        assert not scope.cancelled_caught
+        spinner.beat()  # harmless
+
+    trio.run(main)
