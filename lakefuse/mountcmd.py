@@ -75,24 +75,23 @@ def add_mount_arguments(parser: argparse.ArgumentParser) -> None:
                                            "foreground default: stderr)")
 
 
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not 0 <= value <= 3600:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 3600 seconds, got {text}")
-    return value
+def _bounded(parse, what: str, unit: str, high):
+    """An argparse type: ``parse(text)`` between 0 and ``high`` ``unit``."""
+
+    def convert(text: str):
+        try:
+            value = parse(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not {what} {unit}: {text!r}") from None
+        if not 0 <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be between 0 and {high} {unit}, got {text}")
+        return value
+
+    return convert
 
 
-def _microseconds(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number of microseconds: {text!r}") from None
-    if not 0 <= value <= 100_000:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 100000 microseconds, got {text}")
-    return value
+_seconds = _bounded(float, "a number of", "seconds", 3600)
+_microseconds = _bounded(int, "a whole number of", "microseconds", 100_000)
 
 
 def add_umount_arguments(parser: argparse.ArgumentParser) -> None:
