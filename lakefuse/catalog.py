@@ -2,26 +2,24 @@
 
 Owns what the version-control core leaves opaque: an object's data lives in the repository's
 storage namespace under a unique physical address (``data/<12 hex ms><20 hex random>``, so
-addresses sort by upload time), its metadata is an ``Entry`` (size, mtime, hex SHA-256 checksum
-computed while the bytes stream to storage, content type, user metadata) stored as a
+addresses sort by upload time), its metadata is an ``Entry`` (size, mtime, checksum computed while
+the bytes stream to storage (``lakefuse.checksums``), content type, user metadata) stored as a
 ``ValueRecord`` through ``committed.encoding.entry_to_record``.  Paths are ``str`` here and
 UTF-8 ``bytes`` keys in the Graveler.  A checksum is an opaque string to everything but
-``ChecksumVerifier``: imported objects carry their source's (an S3 ETag, ...), and entries
-written before SHA-256 carry an MD5.
+``lakefuse.checksums`` and ``ChecksumVerifier``: imported objects carry their source's (an S3
+ETag, ...), and entries written by older versions a SHA-256 or MD5 hex digest.
 
 Everything version-control (branches, commits, merges, diffs) is forwarded to the Graveler with
 records turned into entries; see ``lakefuse.graveler.graveler`` for the semantics.  Reads of an
 object's whole content check its size and checksum (``CorruptedData`` on mismatch) when the
-checksum is a digest we can recompute (SHA-256, or MD5 for older entries and single-part S3
-ETags); range reads do not (they cannot).
+checksum is a digest we can recompute (BLAKE3, or SHA-256 and MD5 for older entries and
+single-part S3 ETags); range reads do not (they cannot).
 """
 
 from __future__ import annotations
 
-import hashlib
 import io
 import os
-import re
 import secrets
 import threading
 import time
@@ -29,6 +27,7 @@ from dataclasses import dataclass
 from typing import BinaryIO, Callable, Iterable, Iterator, Mapping
 
 from lakefuse.block.base import BlockAdapter
+from lakefuse.checksums import content_hasher, is_content_checksum, verifier_hasher
 from lakefuse.errors import CorruptedData, InvalidArgument, ObjectNotFound
 from lakefuse.graveler.committed.encoding import entry_to_record, record_to_entry
 from lakefuse.graveler.graveler import Change, ChangeType, Graveler
@@ -42,11 +41,6 @@ DEFAULT_CONTENT_TYPE = "application/octet-stream"
 DATA_PREFIX = "data/"
 ACTIONS_PREFIX = "_lakefs_actions/"
 _ACTION_SUFFIXES = (b".yaml", b".yml")
-_HEX_DIGEST_RE = re.compile(r"^[0-9a-f]+$")
-#: hex digest length -> the hash that makes it; 32 hex digits are MD5 (entries written before
-#: SHA-256 became the checksum, and single-part S3 ETags)
-_VERIFIABLE_DIGESTS = {64: "sha256", 32: "md5"}
-_SHA256_HEX_RE = re.compile(r"^[0-9a-f]{64}$")
 _CHUNK = 1024 * 1024
 
 
@@ -82,13 +76,6 @@ class Difference:
     right: Entry | None
 
 
-def content_hasher():
-    """A new hasher of object contents: an entry's checksum is its ``hexdigest()`` (SHA-256).
-    Callers that hash bytes themselves (the mount, while a file is written) use this and pass
-    the result to ``Catalog.upload_file(checksum=...)``."""
-    return hashlib.sha256()
-
-
 def _file_checksum(local_path: str | os.PathLike) -> str:
     hasher = content_hasher()
     try:
@@ -108,9 +95,7 @@ class ChecksumVerifier:
     def __init__(self, entry: Entry):
         self.entry = entry
         self.size = 0
-        checksum = entry.checksum
-        name = _VERIFIABLE_DIGESTS.get(len(checksum)) if _HEX_DIGEST_RE.match(checksum) else None
-        self._hasher = None if name is None else hashlib.new(name, usedforsecurity=False)
+        self._hasher = verifier_hasher(entry.checksum)
 
     def update(self, data) -> None:
         self.size += len(data)
@@ -380,8 +365,9 @@ class Catalog:
                                           metadata=metadata, mtime=mtime)
         key = _key(path)
         metadata = _check_metadata(metadata)
-        if checksum is not None and not _SHA256_HEX_RE.match(checksum):
-            raise InvalidArgument(f"checksum must be a lowercase hex SHA-256 digest, got {checksum!r}")
+        if checksum is not None and not is_content_checksum(checksum):
+            raise InvalidArgument(f"checksum must be a content_hasher() digest ('blake3:' and 64 hex digits), "
+                                  f"got {checksum!r}")
         self.graveler.writable_branch(repo_id, branch_id)  # fail before writing data for nothing
         if checksum is None:
             checksum = _file_checksum(local_path)

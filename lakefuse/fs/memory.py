@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
+from lakefuse.checksums import ContentHasher, content_hasher
 from lakefuse.errors import (
     AlreadyExists,
     AmbiguousRef,
@@ -211,7 +212,7 @@ class MemoryBackend:
         return entry
 
     def content_hasher(self):
-        return hashlib.sha256()
+        return content_hasher()
 
     def stores_locally(self, repo: str) -> bool:
         return self.local_storage
@@ -329,7 +330,7 @@ class MemoryBackend:
             address = f"data/{self._counter:08d}"
             self._objects[address] = bytes(data)
         return Entry(physical_address=address, size=len(data), mtime=int(mtime),
-                     checksum=hashlib.sha256(data).hexdigest(),
+                     checksum=ContentHasher(data).hexdigest(),
                      content_type=content_type or "application/octet-stream", metadata=dict(metadata))
 
     def _new_commit(self, r: _Repo, parents: tuple[str, ...], message: str, tree: dict[str, Entry]) -> _Commit:

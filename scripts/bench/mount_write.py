@@ -17,7 +17,6 @@ row keeps its copies.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import shutil
 import statistics
@@ -26,17 +25,20 @@ import tempfile
 import time
 from pathlib import Path
 
+import blake3
+
 from mount_common import LakeHome, bindfs_mount, lakefuse_mount, print_table, timed
 
 MiB = 1024 * 1024
 
 
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
+def file_checksum(path: Path) -> str:
+    """What lakefuse must store as the checksum of ``path``'s bytes (BLAKE3-256, prefixed)."""
+    digest = blake3.blake3()
     with open(path, "rb") as f:
         while chunk := f.read(MiB):
             digest.update(chunk)
-    return digest.hexdigest()
+    return "blake3:" + digest.hexdigest()
 
 
 def main() -> None:
@@ -106,7 +108,7 @@ def main() -> None:
             os.unlink(namespace / address)
             return t
 
-        expected_checksum = [file_sha256(source)]
+        expected_checksum = [file_checksum(source)]
         measured("cp into a lakefuse branch (incl. upload)", lake_cp)
     with bindfs_mount(bind_source, workdir / "mnt-bind") as mnt:
         def bind_cp() -> float:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import errno
 import filecmp
-import hashlib
 import os
 import stat
 import subprocess
@@ -14,6 +13,7 @@ import tarfile
 import time
 from pathlib import Path
 
+import blake3
 import pytest
 
 from lakemount import LakeHome, MountedLake, is_mounted, mounted
@@ -154,7 +154,7 @@ def test_large_file_sequential_and_random_io(branch):
     path = branch / "big.bin"
     path.write_bytes(data)  # past 8 MiB its writes are queued for the spool's writer thread
     assert path.stat().st_size == len(data)
-    assert os.getxattr(path, "lakefuse.checksum").decode() == hashlib.sha256(data).hexdigest()
+    assert os.getxattr(path, "lakefuse.checksum").decode() == "blake3:" + blake3.blake3(data).hexdigest()
     assert path.read_bytes() == bytes(data)
     with open(path, "r+b") as f:
         for offset in (5, 1 << 20, 7_777_777, len(data) - 3):
@@ -204,7 +204,7 @@ def test_metadata_chmod_utime_and_xattrs(branch):
     assert stat.S_IMODE(st.st_mode) == 0o640 and st.st_mtime_ns == 1_600_000_000_500_000_000
     os.setxattr(path, "user.owner", b"ana")
     assert os.getxattr(path, "user.owner") == b"ana"
-    assert len(os.getxattr(path, "lakefuse.checksum")) == 64  # hex SHA-256
+    assert os.getxattr(path, "lakefuse.checksum").startswith(b"blake3:")  # lakefuse.checksums
     assert os.getxattr(path, "lakefuse.physical_address").startswith(b"data/")
     assert "user.owner" in os.listxattr(path)
     os.removexattr(path, "user.owner")

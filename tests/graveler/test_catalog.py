@@ -6,6 +6,7 @@ import hashlib
 import io
 import os
 
+import blake3
 import pytest
 
 from lakefuse.block.namespace import open_namespace
@@ -13,6 +14,12 @@ from lakefuse.catalog import Catalog
 from lakefuse.errors import CorruptedData, InvalidArgument, ObjectNotFound, RefNotFound
 from lakefuse.graveler.graveler import ChangeType
 from lakefuse.graveler.model import Entry
+
+
+def blake3_checksum(data: bytes) -> str:
+    """The checksum lakefuse stores for ``data`` (BLAKE3-256, prefixed), computed here
+    independently of lakefuse.checksums."""
+    return "blake3:" + blake3.blake3(data).hexdigest()
 
 
 class OneWayStream(io.RawIOBase):
@@ -51,7 +58,7 @@ def test_upload_bytes_stores_data_and_stages_the_entry(catalog, crepo, tmp_path)
     data = b"hello lakefuse\n" * 100
     entry = catalog.upload_bytes(crepo, "main", "dir/hello.txt", data, content_type="text/plain", metadata={"a": "1"})
     assert entry.size == len(data)
-    assert entry.checksum == hashlib.sha256(data).hexdigest()
+    assert entry.checksum == blake3_checksum(data)
     assert entry.content_type == "text/plain" and dict(entry.metadata) == {"a": "1"}
     assert entry.mtime == 1_700_000_000 and not entry.address_is_full
     assert entry.physical_address.startswith("data/")
@@ -72,7 +79,7 @@ def test_upload_file_and_stream(catalog, crepo, tmp_path):
     source.write_bytes(os.urandom(3000))
     from_file = catalog.upload_file(crepo, "main", "f.bin", source)
     from_stream = catalog.upload_stream(crepo, "main", "s.bin", OneWayStream(source.read_bytes()), mtime=5)
-    assert from_file.checksum == from_stream.checksum == hashlib.sha256(source.read_bytes()).hexdigest()
+    assert from_file.checksum == from_stream.checksum == blake3_checksum(source.read_bytes())
     assert from_file.physical_address != from_stream.physical_address
     assert from_stream.mtime == 5 and from_file.content_type == "application/octet-stream"
     assert catalog.read_object(crepo, "main", "s.bin") == source.read_bytes()
@@ -85,7 +92,7 @@ def test_upload_file_moving_the_file_with_or_without_a_precomputed_checksum(cata
     spool = tmp_path / "spool"
     spool.write_bytes(data)
     inode = os.stat(spool).st_ino
-    digest = hashlib.sha256(data).hexdigest()
+    digest = blake3_checksum(data)
     entry = catalog.upload_file(crepo, "main", "moved.bin", spool, checksum=digest, move=True, mtime=7,
                                 metadata={"k": "v"}, content_type="x/y")
     assert (entry.size, entry.checksum, entry.mtime, entry.content_type) == (5000, digest, 7, "x/y")
@@ -95,19 +102,19 @@ def test_upload_file_moving_the_file_with_or_without_a_precomputed_checksum(cata
 
     spool.write_bytes(b"hashed here")
     entry = catalog.upload_file(crepo, "main", "hashed.bin", spool, move=True)
-    assert entry.checksum == hashlib.sha256(b"hashed here").hexdigest() and not spool.exists()
+    assert entry.checksum == blake3_checksum(b"hashed here") and not spool.exists()
     spool.write_bytes(b"copied")
-    entry = catalog.upload_file(crepo, "main", "copied.bin", spool, checksum=hashlib.sha256(b"copied").hexdigest())
+    entry = catalog.upload_file(crepo, "main", "copied.bin", spool, checksum=blake3_checksum(b"copied"))
     assert spool.read_bytes() == b"copied" and catalog.read_object(crepo, "main", "copied.bin") == b"copied"
 
 
 def test_upload_file_refuses_a_malformed_checksum_and_a_missing_branch_before_moving(catalog, crepo, tmp_path):
     spool = tmp_path / "spool"
     spool.write_bytes(b"data")
-    with pytest.raises(InvalidArgument, match="SHA-256"):
-        catalog.upload_file(crepo, "main", "x", spool, checksum=hashlib.md5(b"data").hexdigest(), move=True)
+    with pytest.raises(InvalidArgument, match="blake3"):
+        catalog.upload_file(crepo, "main", "x", spool, checksum=hashlib.sha256(b"data").hexdigest(), move=True)
     with pytest.raises(RefNotFound):
-        catalog.upload_file(crepo, "nope", "x", spool, checksum=hashlib.sha256(b"data").hexdigest(), move=True)
+        catalog.upload_file(crepo, "nope", "x", spool, checksum=blake3_checksum(b"data"), move=True)
     with pytest.raises(InvalidArgument, match="missing"):
         catalog.upload_file(crepo, "main", "x", tmp_path / "missing", move=True)
     assert spool.read_bytes() == b"data" and not (tmp_path / "ns" / "data").exists()
@@ -142,7 +149,7 @@ def test_corrupted_data_is_detected(catalog, crepo, tmp_path):
         catalog.read_object(crepo, "main", "a")
 
 
-def test_whole_reads_verify_sha256_and_md5_checksums_and_size_only_for_opaque_ones(catalog, crepo, tmp_path):
+def test_whole_reads_verify_blake3_sha256_and_md5_checksums_and_size_only_for_opaque_ones(catalog, crepo, tmp_path):
     outside = tmp_path / "elsewhere"
     outside.mkdir()
     (outside / "obj").write_bytes(b"content")
@@ -153,9 +160,10 @@ def test_whole_reads_verify_sha256_and_md5_checksums_and_size_only_for_opaque_on
         catalog.stage_entries(crepo, "main", [(path, entry)])
         return path
 
-    for good in (hashlib.sha256(b"content").hexdigest(), hashlib.md5(b"content").hexdigest(), "etag-3", ""):
+    for good in (blake3_checksum(b"content"), hashlib.sha256(b"content").hexdigest(),
+                 hashlib.md5(b"content").hexdigest(), "etag-3", "", "blake3:not-hex"):
         assert catalog.read_object(crepo, "main", staged("good", good)) == b"content"
-    for bad in (hashlib.sha256(b"other").hexdigest(), hashlib.md5(b"other").hexdigest()):
+    for bad in (blake3_checksum(b"other"), hashlib.sha256(b"other").hexdigest(), hashlib.md5(b"other").hexdigest()):
         with pytest.raises(CorruptedData, match="differs from entry checksum"):
             catalog.read_object(crepo, "main", staged("bad", bad))
     with pytest.raises(CorruptedData, match="7 bytes stored, entry says 8"):
@@ -202,7 +210,7 @@ def test_stage_entries_rename_and_full_addresses(catalog, crepo, tmp_path):
     catalog.stage_entries(crepo, "main", [("imported.csv", imported)])
     assert catalog.read_object(crepo, "main", "imported.csv") == b"a,b\n"
     address, size, checksum = catalog.write_data(crepo, io.BytesIO(b"raw"))
-    assert size == 3 and checksum == hashlib.sha256(b"raw").hexdigest() and address.startswith("data/")
+    assert size == 3 and checksum == blake3_checksum(b"raw") and address.startswith("data/")
 
 
 def test_action_files_reach_hooks(catalog, crepo):
