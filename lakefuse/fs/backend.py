@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Protocol, Sequence
+from typing import Iterable, Mapping, NamedTuple, Protocol, Sequence
 
 from lakefuse.graveler.model import Entry
 
@@ -42,10 +42,9 @@ class ResolvedRef:
         return self.kind is RefKind.BRANCH
 
 
-@dataclass(frozen=True, slots=True)
-class ListedItem:
+class ListedItem(NamedTuple):
     """One row of a listing: an object (``entry``) or a common prefix (``entry is None``,
-    ``key`` ends with the delimiter)."""
+    ``key`` ends with the delimiter).  A tuple: one is made per listed object."""
 
     key: str
     entry: Entry | None

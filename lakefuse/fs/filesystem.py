@@ -371,24 +371,31 @@ class LakeFilesystem:
             raise ReadOnly(f"{tree.ref.name!r} is a {tree.ref.kind.value}, not a branch: read-only")
         return tree
 
-    def _tree_node(self, tree: Tree, path: str, stat: PathStat, expires: float) -> Node:
+    def _tree_node(self, tree: Tree, path: str, stat: PathStat, expires: float, lookups: int = 0) -> Node:
+        """The node of ``path`` in ``tree`` (made if the table has none), now with ``stat``
+        unless it is being written; its lookup count goes up by ``lookups``."""
         kind = NodeKind.DIR if stat.is_dir else NodeKind.FILE
         key = ("t", tree.key, path)
-
-        def make(ino: int) -> Node:
-            return Node(ino, kind, key, repo=tree.repo, tree=tree, path=path, stat=stat, expires=expires)
-
-        with self.table.lock:
-            node = self.table.child(key, kind, make)
-            of = node.open_file
-            if of is None or not of.dirty:
-                node.stat, node.expires = stat, expires
+        table = self.table
+        with table.lock:
+            node = table.find(key)
+            if node is None or node.kind is not kind:
+                node = table.child(key, kind, lambda ino: Node(
+                    ino, kind, key, repo=tree.repo, tree=tree, path=path, stat=stat, expires=expires))
+            else:
+                of = node.open_file
+                if of is None or not of.dirty:
+                    node.stat, node.expires = stat, expires
+            if lookups:
+                table.add_lookup(node, lookups)
             return node
 
     def _stat_path(self, tree: Tree, path: str, blocking: bool) -> tuple[PathStat | None, float]:
-        node = self._unstaged.get((tree.key, path))
-        if node is not None and node.attached:
-            return node.stat, float("inf")
+        unstaged = self._unstaged
+        if unstaged:
+            node = unstaged.get((tree.key, path))
+            if node is not None and node.attached:
+                return node.stat, float("inf")
         hit = tree.cached(path) if path else None
         if hit is not None:
             return hit
@@ -475,33 +482,49 @@ class LakeFilesystem:
         ENOENT; on immutable trees returns attributes with ``ino == 0`` instead (a negative
         entry the kernel may cache)."""
         parent = self._node(parent_ino)
-        name = _decode(name)
-        if len(name.encode("utf-8")) > MAX_NAME_BYTES:
+        if name.__class__ is bytes:
+            if len(name) > MAX_NAME_BYTES:
+                raise OSError(errno.ENAMETOOLONG, "name too long")
+            name = _decode(name)
+        elif len(name.encode("utf-8")) > MAX_NAME_BYTES:
             raise OSError(errno.ENAMETOOLONG, "name too long")
-        node = self._lookup_node(parent, name, blocking)
+        if name in (".", ".."):
+            raise OSError(errno.ENOENT, "no lookups of . and ..")
+        if parent.kind is NodeKind.DIR:  # the common case, kept short: a name in a ref's tree
+            node = self._lookup_in_tree(parent, name, blocking)
+        else:
+            node = self._lookup_node(parent, name, blocking)
+            self.table.add_lookup(node)
         if node is None:
             ttl = self.immutable_ttl
             return Attributes(0, 0, 0, 0, self.uid, self.gid, ttl, ttl)
-        self.table.add_lookup(node)
         return self._attrs(node)
 
-    def _lookup_node(self, parent: Node, name: str, blocking: bool) -> Node | None:
+    def _lookup_in_tree(self, parent: Node, name: str, blocking: bool) -> Node | None:
+        """The node of ``name`` in the tree directory ``parent``, its lookup count taken; None
+        for a name an immutable tree does not have (a negative entry the kernel may cache)."""
+        tree = parent.tree
+        parent_path = parent.path
+        if parent_path:
+            path = f"{parent_path}/{name}"
+        elif name == CONTROL_DIR_NAME and tree.is_branch:
+            key = ("ctl", tree.key)
+            node = self.table.child(key, NodeKind.CONTROL_DIR, lambda ino: Node(
+                ino, NodeKind.CONTROL_DIR, key, repo=tree.repo, tree=tree))
+            self.table.add_lookup(node)
+            return node
+        else:
+            path = name
+        stat, expires = self._stat_path(tree, path, blocking)
+        if stat is None:
+            if tree.ttl is None:
+                return None
+            raise OSError(errno.ENOENT, path)
+        return self._tree_node(tree, path, stat, expires, lookups=1)
+
+    def _lookup_node(self, parent: Node, name: str, blocking: bool) -> Node:
+        """The child ``name`` of a node that is not a tree directory (no lookup count taken)."""
         kind = parent.kind
-        if name in (".", ".."):
-            raise OSError(errno.ENOENT, "no lookups of . and ..")
-        if kind is NodeKind.DIR:
-            tree = parent.tree
-            if tree.is_branch and parent.path == "" and name == CONTROL_DIR_NAME:
-                key = ("ctl", tree.key)
-                return self.table.child(key, NodeKind.CONTROL_DIR, lambda ino: Node(
-                    ino, NodeKind.CONTROL_DIR, key, repo=tree.repo, tree=tree))
-            path = join(parent.path, name)
-            stat, expires = self._stat_path(tree, path, blocking)
-            if stat is None:
-                if tree.ttl is None:
-                    return None  # negative entry, cacheable: the tree never changes
-                raise OSError(errno.ENOENT, path)
-            return self._tree_node(tree, path, stat, expires)
         if kind is NodeKind.REPOSITORY:
             try:
                 ref = self._resolve(parent.repo, name, blocking)

@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import cachetools
 
 from lakefuse.errors import InvalidName, NameTooLong, RefNotFound
 from lakefuse.fs.backend import LakeBackend, ResolvedRef
+from lakefuse.fs.lru import LRUDict
 from lakefuse.graveler.model import Entry
 
 MAX_NAME_BYTES = 255
@@ -35,17 +36,21 @@ LISTED_ENTRIES_KEPT = 200_000
 CONTROL_DIR_NAME = ".lakefuse"
 
 
-@dataclass(frozen=True, slots=True)
-class PathStat:
+class PathStat(NamedTuple):
     """A path of a tree: a file (``entry`` is its object; None while a new file is not
     uploaded yet) or a directory (``entry`` is its marker object, None if implied by keys or
-    not known from a listing)."""
+    not known from a listing).  A tuple: one is made per listed entry, and a tuple is the
+    cheapest immutable record Python has."""
 
     is_dir: bool
     entry: Entry | None
 
 
 ROOT_STAT = PathStat(True, None)
+#: a directory seen only through the keys under it (no marker object known)
+IMPLIED_DIR_STAT = ROOT_STAT
+#: names no directory entry may have, whatever their length
+_UNLISTABLE = frozenset(("", ".", ".."))
 
 
 def check_name(name: str) -> str:
@@ -99,7 +104,7 @@ class Tree:
         self.writable = writable
         self.ttl = ttl  # None: immutable, cached until evicted
         self.key = (repo, ref.kind.value, ref.name, None if ref.is_branch else ref.commit_id)
-        self._cache: cachetools.LRUCache = cachetools.LRUCache(maxsize=cache_entries)
+        self._cache = LRUDict(cache_entries)  # path -> (PathStat or None, expires)
         #: directory path -> {(after, limit): (list_dir result, expires)}
         self._pages: cachetools.LRUCache = cachetools.LRUCache(maxsize=LISTED_ENTRIES_KEPT, getsizeof=_entries_in)
         self._changes = 0  # counts remember/forget: a page listed across one is not kept
@@ -236,23 +241,32 @@ class Tree:
             keep = changes == self._changes  # else forgotten meanwhile: answer, but do not keep
             if not keep:
                 expires = now
+            # one pass per listed entry, on the path of every cold stat and ls: locals only
+            cache = self._cache
+            known_of = cache.peek
+            start = len(prefix)
+            append = out.append
             for item in items:
-                rest = item.key[len(prefix):]
-                if item.entry is None:
-                    name, stat = rest[:-1], PathStat(True, None)
+                key = item.key
+                entry = item.entry
+                if entry is None:
+                    name, stat = key[start:-1], IMPLIED_DIR_STAT
                 else:
-                    name, stat = rest, PathStat(False, item.entry)
-                if not displayable(name) or "/" in name or (hide_control and name == CONTROL_DIR_NAME):
+                    name, stat = key[start:], PathStat(False, entry)
+                if (len(name) > MAX_NAME_BYTES // 4 or name in _UNLISTABLE) and not displayable(name):
                     continue  # also '': this directory's own marker
+                if "/" in name or (hide_control and name == CONTROL_DIR_NAME):
+                    continue
                 child = prefix + name
-                known = self._cache.get(child)
-                keep_marker = (stat.is_dir and known is not None and known[1] > now and known[0] is not None
-                               and known[0].is_dir and known[0].entry is not None)
-                if keep_marker:
-                    stat = known[0]
-                elif keep:
-                    self._cache[child] = (stat, expires)
-                out.append((name, item.key, stat))
+                if entry is None:  # a listing cannot tell a directory marker: keep a known one
+                    known = known_of(child)
+                    if (known is not None and known[1] > now and known[0] is not None and known[0].is_dir
+                            and known[0].entry is not None):
+                        append((name, key, known[0]))
+                        continue
+                if keep:
+                    cache[child] = (stat, expires)
+                append((name, key, stat))
             result = (out, items[-1].key if items else after, len(items) < limit)
             if keep:
                 pages = dict(self._pages.get(path) or {})
