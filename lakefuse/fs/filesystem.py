@@ -824,8 +824,11 @@ class LakeFilesystem:
     def _readdir_tree(self, h: DirHandle, offset: int, add, blocking: bool = True) -> None:
         node = h.node
         tree = node.tree
-        if not blocking and (offset != len(h.emitted) or (not h.buffer and not h.exhausted)):
-            raise WouldBlock  # the next entries must come from the backend
+        if not blocking:  # from memory only: the buffered entries and the tree's kept pages
+            if offset != len(h.emitted):
+                raise WouldBlock
+            if not h.buffer and not h.exhausted and not self._buffer_kept_page(h):
+                raise WouldBlock  # before anything is reported: the caller retries it all
         if offset != len(h.emitted):
             self._seek_dir(h, offset)
         while len(h.emitted) < 2:  # '.' and '..': reported without a lookup count
@@ -836,10 +839,11 @@ class LakeFilesystem:
         while True:
             if not h.buffer:
                 if not h.exhausted:
-                    if not blocking:
+                    if blocking:
+                        page, h.after, h.exhausted = tree.list_dir(node.path, h.after, self.readdir_page)
+                        h.buffer.extend(page)
+                    elif not self._buffer_kept_page(h):
                         return  # what was in memory is out; the kernel asks again for the rest
-                    page, h.after, h.exhausted = tree.list_dir(node.path, h.after, self.readdir_page)
-                    h.buffer.extend(page)
                     continue
                 if h.extras_done:
                     return
@@ -849,26 +853,49 @@ class LakeFilesystem:
             if not self._emit_buffered(h, add, tree):
                 return
 
+    def _buffer_kept_page(self, h: DirHandle) -> bool:
+        """Buffer the next page of ``h``'s listing if the tree keeps it in memory."""
+        kept = h.node.tree.kept_page(h.node.path, h.after, self.readdir_page)
+        if kept is None:
+            return False
+        page, h.after, h.exhausted = kept
+        h.buffer.extend(page)
+        return True
+
     def _emit_buffered(self, h: DirHandle, add, tree: Tree) -> bool:
         """Report the listed entries in ``h.buffer``; False once ``add`` says the kernel's
-        buffer is full.  The per-entry loop of every listing: names looked up once."""
+        buffer is full.  The per-entry loop of every listing (``ls``, ``find``, a Spark
+        listing): the inode table's lock is taken once for the batch, and a name the table
+        knows already (a second listing) costs a dictionary lookup and its cached attributes."""
         buffer, names, emitted = h.buffer, h.names, h.emitted
         prefix = dir_prefix(h.node.path)
         expires = tree._expiry()
-        tree_node, attrs_of, table = self._tree_node, self._attrs, self.table
-        while buffer:
-            name, key, stat = buffer[0]
-            if name in names:  # a file and a directory of the same name: the file wins
+        tree_key = tree.key
+        attrs_of, table = self._attrs, self.table
+        find = table.find
+        file_kind, dir_kind = NodeKind.FILE, NodeKind.DIR
+        with table.lock:
+            while buffer:
+                name, key, stat = buffer[0]
+                if name in names:  # a file and a directory of the same name: the file wins
+                    buffer.popleft()
+                    continue
+                path = prefix + name
+                child = find(("t", tree_key, path))
+                if child is None or child.kind is not (dir_kind if stat.is_dir else file_kind):
+                    child = self._tree_node(tree, path, stat, expires)
+                else:  # as _tree_node does
+                    of = child.open_file
+                    if of is None or not of.dirty:
+                        child.stat = stat
+                        child.expires = expires
+                if not add(name.encode("utf-8"), attrs_of(child), len(emitted) + 1):
+                    table.drop_if_unused(child)
+                    return False
+                child.lookups += 1  # InodeTable.add_lookup, lock held: found in or just put into the table
                 buffer.popleft()
-                continue
-            child = tree_node(tree, prefix + name, stat, expires)
-            if not add(name.encode("utf-8"), attrs_of(child), len(emitted) + 1):
-                table.drop_if_unused(child)
-                return False
-            table.add_lookup(child)
-            buffer.popleft()
-            emitted.append((key, name))
-            names.add(name)
+                emitted.append((key, name))
+                names.add(name)
         return True
 
     def _seek_dir(self, h: DirHandle, offset: int) -> None:

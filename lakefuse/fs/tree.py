@@ -219,17 +219,26 @@ class Tree:
                 return None, time.monotonic()
         return None, self.remember(path, None)
 
+    def kept_page(self, path: str, after: str, limit: int) -> tuple[list[tuple[str, str, PathStat]], str, bool] | None:
+        """``list_dir(path, after, limit)`` if that page is kept in memory and fresh, else None
+        (never asks the backend)."""
+        with self._lock:
+            pages = self._pages.get(path)
+            kept = pages.get((after, limit)) if pages is not None else None
+        if kept is not None and kept[1] > time.monotonic():
+            return kept[0]
+        return None
+
     def list_dir(self, path: str, after: str, limit: int) -> tuple[list[tuple[str, str, PathStat]], str, bool]:
         """A page of directory ``path`` after key ``after``: ``([(name, key, stat)], last_key,
         exhausted)``; ``last_key`` is where the next page starts (``after`` if none).  Names
         that cannot be directory entries are skipped, and so is the control directory's name
         at a branch's root; the stats are remembered, and so is the page."""
+        kept = self.kept_page(path, after, limit)
+        if kept is not None:
+            return kept
         with self._lock:
-            pages = self._pages.get(path)
-            kept = pages.get((after, limit)) if pages is not None else None
             changes = self._changes
-        if kept is not None and kept[1] > time.monotonic():
-            return kept[0]
         self._take_cursor()
         prefix = dir_prefix(path)
         items = self.backend.list_entries(self.repo, self.ref, prefix, after=after, limit=limit)
