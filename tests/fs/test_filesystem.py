@@ -155,6 +155,25 @@ def test_readdir_of_100k_entries_pages_through_the_backend(backend, tmp_path, ma
     assert elapsed < 20
 
 
+def test_a_second_listing_is_answered_from_kept_pages_without_blocking(fs, drive, backend):
+    backend.put_entries("sales", "main", [(f"d/f{i:04d}", b"x") for i in range(2500)])
+    fs.readdir_page = 1000
+    ino = drive.ino("sales/main/d")
+    fh = fs.opendir(ino)
+    with pytest.raises(WouldBlock):  # nothing listed yet: raised before anything is reported
+        fs.readdir(fh, 0, lambda *args: pytest.fail("reported an entry before raising WouldBlock"),
+                   blocking=False)
+    fs.releasedir(fh)
+    assert len(drive.listdir("sales/main/d")) == 2500
+    backend.calls.clear()
+    fh = fs.opendir(ino)
+    names = []
+    fs.readdir(fh, 0, lambda name, attrs, offset: names.append(name) or True, blocking=False)
+    fs.releasedir(fh)
+    assert len(names) == 2502 and names[2] == b"f0000" and names[-1] == b"f2499"
+    assert backend.calls["list_entries"] == 0
+
+
 def test_readdir_resumes_at_any_earlier_offset(fs, drive, backend):
     backend.put_entries("sales", "main", [(f"d/f{i:03d}", b"x") for i in range(50)])
     fh = fs.opendir(drive.ino("sales/main/d"))
@@ -415,6 +434,11 @@ def test_names_longer_than_255_bytes(drive, fs):
         assert exc.value.errno == errno.ENAMETOOLONG
     result, _ = fs.create(main, "é" * 127 + "x", 0o644, os.O_WRONLY)  # 255 bytes: fine
     fs.release(result.fh)
+    # the kernel passes bytes: their length is what counts
+    with pytest.raises(ERRORS) as exc:
+        fs.lookup(main, "é".encode() * 128)
+    assert errno_of(exc) == errno.ENAMETOOLONG
+    assert fs.lookup(main, ("é" * 127 + "x").encode()).ino != 0
 
 
 def test_reserved_control_name_and_links_are_refused(drive, fs):
@@ -444,6 +468,10 @@ def test_invalid_utf8_names_are_refused(fs, drive):
     with pytest.raises(ERRORS) as exc:
         fs.create(drive.ino("sales/main"), b"\xff\xfe", 0o644, os.O_WRONLY)
     assert errno_of(exc) == errno.EILSEQ
+    for parent in ("sales/main", "sales", ""):
+        with pytest.raises(ERRORS) as exc:
+            fs.lookup(drive.ino(parent), b"\xff\xfe")
+        assert errno_of(exc) == errno.EILSEQ
 
 
 # ------------------------------------------------------------------ control files
