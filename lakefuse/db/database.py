@@ -92,19 +92,6 @@ class Database:
             return postgresql_insert(table)
         return sqlite_insert(table)
 
-    # stores ------------------------------------------------------------------------------
-    def ref_store(self):
-        """A ``SqlRefStore`` on this database."""
-        from lakefuse.db.refs import SqlRefStore
-
-        return SqlRefStore(self)
-
-    def staging_store(self, page_size: int = 1000):
-        """A ``SqlStagingStore`` on this database."""
-        from lakefuse.db.staging import SqlStagingStore
-
-        return SqlStagingStore(self, page_size=page_size)
-
     # lifecycle ---------------------------------------------------------------------------
     def schema_version(self) -> int:
         with self.read() as conn:

@@ -26,6 +26,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from lakefuse.db import open_database  # noqa: E402
+from lakefuse.db.staging import SqlStagingStore  # noqa: E402
 from lakefuse.graveler.model import ValueRecord  # noqa: E402
 
 
@@ -37,7 +38,7 @@ def record(key: bytes) -> ValueRecord:
 def bench(url: str, label: str, singles: int, batch_size: int, batches: int) -> list[tuple[str, str, float]]:
     database = open_database(url)
     try:
-        staging = database.staging_store()
+        staging = SqlStagingStore(database)
         token = f"bench-{time.time_ns()}"
         staging.set(token, b"warm-up", None)
 

@@ -78,9 +78,11 @@ class Setup:
         self.manager = CommittedManager(self.block, self.disk, RamCache(4 * 1024**3, "bench"), self.config)
         if db == "sqlite":
             from lakefuse.db import open_database
+            from lakefuse.db.refs import SqlRefStore
+            from lakefuse.db.staging import SqlStagingStore
 
             self.database = open_database(f"sqlite:///{os.path.join(workdir, 'lakefuse.db')}")
-            refs, staging = self.database.ref_store(), self.database.staging_store()
+            refs, staging = SqlRefStore(self.database), SqlStagingStore(self.database)
         else:
             from lakefuse.graveler.memory import MemoryRefStore, MemoryStagingStore
 
