@@ -30,8 +30,12 @@ WORKER_THREADS = 16
 READ_BUFFER_BYTES = 1024 * 1024
 
 
-def fuse_errors(handler):
-    """Answer every failure of a handler with an errno; log what is not a user error."""
+def fuse_errors(handler=None, *, spin: bool = True):
+    """Answer every failure of a handler with an errno; log what is not a user error.  Then tell
+    the request spinner: ``beat()``, or with ``spin=False`` (handlers whose work goes on in
+    other threads) ``hush()``."""
+    if handler is None:
+        return functools.partial(fuse_errors, spin=spin)
 
     @functools.wraps(handler)
     async def wrapper(self, *args):
@@ -51,7 +55,10 @@ def fuse_errors(handler):
             log.exception("unexpected error in %s%r", handler.__name__, args[:3])
             raise pyfuse3.FUSEError(errno.EIO) from None
         finally:
-            self.spinner.beat()
+            if spin:
+                self.spinner.beat()
+            else:
+                self.spinner.hush()
 
     return wrapper
 
@@ -208,7 +215,7 @@ class LakeOperations(pyfuse3.Operations):
         except WouldBlock:
             return await self._run(self.fs.read, fh, off, size)
 
-    @fuse_errors
+    @fuse_errors(spin=False)  # its bytes go on to the spool's writer and hashing threads
     async def write(self, fh, off, buf):
         try:  # an append to a big file: queued for its spool's writer thread, no thread hop here
             return self.fs.write_nowait(fh, off, buf)

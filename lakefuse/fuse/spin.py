@@ -13,6 +13,11 @@ that, while beats keep coming less than ``window`` seconds apart, yields to the 
 in a loop (``trio.sleep(0)``: every pass polls the file descriptors without blocking); after
 ``window`` seconds without a request it parks until the next ``beat()``.  An idle mount
 costs nothing; a busy one at most ``window`` of one core's time after each request.
+
+Not after writes: a handler whose work goes on in other threads (a big write is answered once
+its bytes are queued for the spool's writer and hashing threads) calls ``hush()`` instead, and
+the loop parks at once.  Those threads need the core the spinning would take: ``cp`` of 1 GiB
+into a branch was about 8% slower with the loop spinning between its writes.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ class RequestSpinner:
         self.window = window
         self.beats = 0
         self._parked: trio.Event | None = None
+        self._hushed = False
 
     @property
     def parked(self) -> bool:
@@ -39,10 +45,16 @@ class RequestSpinner:
     def beat(self) -> None:
         """A request was answered (called on the trio thread)."""
         self.beats += 1
+        self._hushed = False
         parked = self._parked
         if parked is not None:
             self._parked = None
             parked.set()
+
+    def hush(self) -> None:
+        """A request was answered whose work goes on in other threads: stop spinning now
+        (called on the trio thread)."""
+        self._hushed = True
 
     async def run(self) -> None:
         """Spin after each burst of requests; returns only when cancelled."""
@@ -54,6 +66,9 @@ class RequestSpinner:
             deadline = clock() + self.window
             while True:
                 await trio.sleep(0)
+                if self._hushed:
+                    self._hushed = False
+                    break
                 if self.beats != seen:
                     seen = self.beats
                     deadline = clock() + self.window

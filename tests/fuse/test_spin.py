@@ -57,6 +57,25 @@ def test_spinning_costs_cpu_time_and_a_parked_spinner_none():
     trio.run(main)
 
 
+def test_hush_parks_at_once_and_the_next_beat_spins_again():
+    async def main():
+        spinner = RequestSpinner(window=10.0)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(spinner.run)
+            await trio.sleep(0.01)
+            assert not spinner.parked
+            spinner.hush()  # a write whose bytes other threads are writing: give them the core
+            await trio.sleep(0.01)
+            assert spinner.parked  # long before the 10 s window
+            spinner.hush()  # while parked: nothing changes
+            spinner.beat()  # a lookup: spin again
+            await trio.sleep(0.05)
+            assert not spinner.parked
+            nursery.cancel_scope.cancel()
+
+    trio.run(main)
+
+
 def test_a_zero_window_never_spins():
     async def main():
         spinner = RequestSpinner(window=0)
