@@ -16,7 +16,7 @@ from lakefuse.checksums import content_hasher
 from lakefuse.errors import ObjectNotFound, RepositoryNotFound
 from lakefuse.fs.backend import Change, ChangeKind, ListedItem, RefKind, ResolvedRef
 from lakefuse.fs.readers import BlockCache, LocalFileReader
-from lakefuse.graveler.committed.encoding import decode_entry
+from lakefuse.graveler.committed.encoding import record_to_entry
 from lakefuse.graveler.model import Entry
 
 _KINDS = {"branch": RefKind.BRANCH, "tag": RefKind.TAG}
@@ -80,7 +80,7 @@ class AppBackend:
         # row objects): every cold stat and ls of a big directory pays this per entry
         page = self.graveler.list_objects(repo, self._ref(ref), prefix.encode(), delimiter.encode(),
                                           after.encode(), limit)
-        return [ListedItem(key.decode(), None if record is None else decode_entry(record.value))
+        return [ListedItem(key.decode(), None if record is None else record_to_entry(record))
                 for key, record in page.items]
 
     def upload_file(self, repo: str, branch: str, key: str, path: str, *, mtime: int,

@@ -94,6 +94,9 @@ TAIL_MIN_BYTES = 8 * 1024 * 1024
 HASH_CHUNK = 4 * 1024 * 1024
 
 
+_DIR, _FILE = NodeKind.DIR, NodeKind.FILE
+
+
 class WouldBlock(Exception):
     """Raised by ``blocking=False`` calls that would have to ask the backend."""
 
@@ -373,8 +376,9 @@ class LakeFilesystem:
 
     def _tree_node(self, tree: Tree, path: str, stat: PathStat, expires: float, lookups: int = 0) -> Node:
         """The node of ``path`` in ``tree`` (made if the table has none), now with ``stat``
-        unless it is being written; its lookup count goes up by ``lookups``."""
-        kind = NodeKind.DIR if stat.is_dir else NodeKind.FILE
+        unless it is being written; its lookup count goes up by ``lookups``.  On the path of
+        every lookup and listed entry: one lock, no other call when the node exists."""
+        kind = _DIR if stat.is_dir else _FILE
         key = ("t", tree.key, path)
         table = self.table
         with table.lock:
@@ -386,8 +390,9 @@ class LakeFilesystem:
                 of = node.open_file
                 if of is None or not of.dirty:
                     node.stat, node.expires = stat, expires
-            if lookups:
-                table.add_lookup(node, lookups)
+            # InodeTable.add_lookup without its check for a dropped node: this one was just
+            # found in, or put into, the table under its lock
+            node.lookups += lookups
             return node
 
     def _stat_path(self, tree: Tree, path: str, blocking: bool) -> tuple[PathStat | None, float]:
@@ -865,34 +870,22 @@ class LakeFilesystem:
     def _emit_buffered(self, h: DirHandle, add, tree: Tree) -> bool:
         """Report the listed entries in ``h.buffer``; False once ``add`` says the kernel's
         buffer is full.  The per-entry loop of every listing (``ls``, ``find``, a Spark
-        listing): the inode table's lock is taken once for the batch, and a name the table
+        listing): the inode table's lock is held for the batch, and a name the table
         knows already (a second listing) costs a dictionary lookup and its cached attributes."""
         buffer, names, emitted = h.buffer, h.names, h.emitted
         prefix = dir_prefix(h.node.path)
         expires = tree._expiry()
-        tree_key = tree.key
-        attrs_of, table = self._attrs, self.table
-        find = table.find
-        file_kind, dir_kind = NodeKind.FILE, NodeKind.DIR
+        tree_node, attrs_of, table = self._tree_node, self._attrs, self.table
         with table.lock:
             while buffer:
                 name, key, stat = buffer[0]
                 if name in names:  # a file and a directory of the same name: the file wins
                     buffer.popleft()
                     continue
-                path = prefix + name
-                child = find(("t", tree_key, path))
-                if child is None or child.kind is not (dir_kind if stat.is_dir else file_kind):
-                    child = self._tree_node(tree, path, stat, expires)
-                else:  # as _tree_node does
-                    of = child.open_file
-                    if of is None or not of.dirty:
-                        child.stat = stat
-                        child.expires = expires
+                child = tree_node(tree, prefix + name, stat, expires, lookups=1)
                 if not add(name.encode("utf-8"), attrs_of(child), len(emitted) + 1):
-                    table.drop_if_unused(child)
+                    table.forget(child.ino, 1)  # not reported after all (dropped if nothing else uses it)
                     return False
-                child.lookups += 1  # InodeTable.add_lookup, lock held: found in or just put into the table
                 buffer.popleft()
                 emitted.append((key, name))
                 names.add(name)

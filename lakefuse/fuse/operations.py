@@ -165,10 +165,10 @@ class LakeOperations(pyfuse3.Operations):
 
     @fuse_errors
     async def readdir(self, fh, start_id, token):
+        reply = pyfuse3.readdir_reply
+
         def add(name: bytes, attrs: Attributes, next_id: int) -> bool:
             return reply(token, name, attrs.wire or entry_attributes(attrs), next_id)
-
-        reply = pyfuse3.readdir_reply
 
         try:
             self.fs.readdir(fh, start_id, add, blocking=False)
