@@ -69,6 +69,13 @@ def add_mount_arguments(parser: argparse.ArgumentParser) -> None:
                         help="keep polling for the next request this long after each one instead of "
                              "sleeping (default 100; 0: never; saves the wake-up of each request in a run "
                              "of them at the cost of up to this much CPU time per request)")
+    parser.add_argument("--no-passthrough", dest="passthrough", action="store_false",
+                        help="serve every read through lakefuse (by default the kernel reads objects of a "
+                             "local storage namespace under commits, tags and read-only mounts itself: "
+                             "FUSE passthrough, where the kernel, libfuse and privileges allow it)")
+    parser.add_argument("--passthrough-branches", action="store_true",
+                        help="let the kernel read branch files itself too; a file opened for reading then "
+                             "keeps its bytes while other handles write it (no tail -f)")
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
                         help="default INFO")
     parser.add_argument("--log-file", help="log here (daemon default: $LAKEFUSE_HOME/logs/mount-<dir>.log; "
@@ -225,7 +232,8 @@ def _serve(args, plan: _Plan, on_ready) -> None:
                             change_feed=args.change_poll > 0)
         options = MountOptions(read_only=args.read_only, allow_other=args.allow_other,
                                read_ahead_kb=args.read_ahead_kb, change_poll=args.change_poll,
-                               spin=args.spin_us / 1e6)
+                               spin=args.spin_us / 1e6, passthrough=args.passthrough,
+                               passthrough_branches=args.passthrough_branches)
 
         def ready() -> None:
             sd_notify("READY=1\nSTATUS=serving " + plan.mountpoint)

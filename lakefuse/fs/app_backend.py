@@ -120,12 +120,27 @@ class AppBackend:
                 break
         return out
 
+    def local_file(self, repo: str, entry: Entry) -> str | None:
+        local = self._namespace_file(repo, entry)
+        return local[1] if local is not None else None
+
+    def _namespace_file(self, repo: str, entry: Entry):
+        """``(block, path)``: the object's file in a local storage namespace, or ``(block, None)``
+        for other storage; None for an object outside the namespace (imported by address)."""
+        if entry.address_is_full:
+            return None
+        block = self.catalog.repository_block(repo)
+        root = getattr(block, "root", None)
+        if root is not None and block.uri.startswith("local://"):
+            return block, os.path.join(root, entry.physical_address)
+        return block, None
+
     def open_reader(self, repo: str, entry: Entry):
-        if not entry.address_is_full:
-            block = self.catalog.repository_block(repo)
-            root = getattr(block, "root", None)
-            if root is not None and block.uri.startswith("local://"):
-                return LocalFileReader(os.path.join(root, entry.physical_address))
+        local = self._namespace_file(repo, entry)
+        if local is not None:
+            block, path = local
+            if path is not None:
+                return LocalFileReader(path)
             if self.block_cache is not None:
                 key = entry.physical_address
                 identity = f"{block.uri}/{key}#{entry.checksum}#{entry.size}"

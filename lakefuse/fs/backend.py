@@ -129,6 +129,12 @@ class LakeBackend(Protocol):
 
     def open_reader(self, repo: str, entry: Entry) -> DataReader: ...
 
+    # optional: a backend with ``local_file`` lets the kernel read such objects itself (FUSE
+    # passthrough, see ``lakefuse.fs.passthrough``)
+    def local_file(self, repo: str, entry: Entry) -> str | None:
+        """The path of a local file that holds exactly the object's bytes and never changes
+        (an object of a storage namespace on this machine), or None."""
+
     # optional, the change feed: a backend with ``branch_changes`` lets a mount keep a branch's
     # metadata in the kernel for long and drop only what other writers changed
     def branch_changes(self, repo: str, branch: str, since: object | None) -> tuple[object, list[str] | None]:

@@ -61,6 +61,7 @@ from lakefuse.errors import LakefuseError, ReadOnly
 from lakefuse.fs.backend import LakeBackend, RefKind, ResolvedRef
 from lakefuse.fs.nodes import ROOT_INODE, InodeTable, Node, NodeKind
 from lakefuse.fs.spool import Spool, SpoolTail
+from lakefuse.fs.passthrough import NO_GRANT, BackingFiles, Grant, Passthrough, PassthroughState
 from lakefuse.fs.tree import (
     CONTROL_DIR_NAME,
     ancestors,
@@ -139,13 +140,14 @@ class OpenResult:
     fh: int
     keep_cache: bool = False
     direct_io: bool = False
+    backing_id: int = 0  # FUSE passthrough: the kernel reads this registered local file itself
 
 
 class OpenFile:
     """The shared state of every open handle of one file node."""
 
     __slots__ = ("node", "lock", "handles", "spool", "dirty", "entry", "mtime_ns", "metadata",
-                 "content_type", "mtime_explicit", "seq_end", "tail", "uncached_writes")
+                 "content_type", "mtime_explicit", "seq_end", "tail", "uncached_writes", "passthrough")
 
     def __init__(self, node: Node, entry: Entry | None):
         self.node = node
@@ -161,14 +163,16 @@ class OpenFile:
         self.seq_end: int | None = None  # end of the bytes appended in order to an empty spool
         self.tail: SpoolTail | None = None  # hashing, or streaming upload, of those bytes
         self.uncached_writes = False  # written through a direct-I/O handle since the last upload
+        self.passthrough = PassthroughState()
 
 
 class FileHandle:
     """One open(2): reads the object it opened (``entry``) until the file gets a spool.
     ``direct_io``: the kernel sends this handle's writes without keeping them in its page
-    cache (see ``_writes_from_empty_only``)."""
+    cache (see ``_writes_from_empty_only``); ``passthrough``: the handle names its file's
+    backing file (see ``lakefuse.fs.passthrough``)."""
 
-    __slots__ = ("open_file", "writable", "entry", "reader", "lock", "direct_io")
+    __slots__ = ("open_file", "writable", "entry", "reader", "lock", "direct_io", "passthrough")
 
     def __init__(self, open_file: OpenFile, writable: bool, entry: Entry | None, direct_io: bool = False):
         self.open_file = open_file
@@ -177,6 +181,7 @@ class FileHandle:
         self.reader = None
         self.lock = threading.Lock()
         self.direct_io = direct_io
+        self.passthrough = False
 
 
 class ControlHandle:
@@ -286,6 +291,9 @@ class LakeFilesystem:
         self._unstaged: dict[tuple, Node] = {}  # (tree key, path) -> created file not uploaded yet
         self._stream_upload = getattr(backend, "upload_stream", None)  # optional: see SpoolTail
         self._stores_locally: dict[str, bool] = {}  # repo -> backend.stores_locally(repo)
+        self._local_file = getattr(backend, "local_file", None)  # optional: see enable_passthrough
+        self.passthrough: Passthrough | None = None
+        self._passthrough_branches = False
         self.root_repo = repo
         self.root_ref = ref
         if repo is None:
@@ -1000,6 +1008,28 @@ class LakeFilesystem:
 
     # ================================================================== files
 
+    def enable_passthrough(self, backings: BackingFiles, *, branches: bool = False) -> None:
+        """Let the kernel read objects that are local files itself (``lakefuse.fs.passthrough``);
+        the adapter calls this once the kernel granted FUSE passthrough.  Only in trees nothing
+        writes through this mount (commits, tags, a read-only mount) unless ``branches``: a
+        handle the kernel serves keeps reading the bytes it opened, so on a writable branch it
+        would not see writes made through other handles after it opened (``tail -f``)."""
+        if self._local_file is not None:
+            self.passthrough = Passthrough(backings)
+            self._passthrough_branches = branches
+
+    def _grant_passthrough(self, of: OpenFile, readable_object: bool) -> Grant:
+        """Passthrough for a new handle of ``of`` (under ``of.lock``, its count taken);
+        ``readable_object``: the handle only reads ``of.entry``, unmodified."""
+        if self.passthrough is None:
+            return NO_GRANT
+        local_file = None
+        # on a writable branch a handle the kernel serves would miss later writes through the mount
+        tree_allows = not of.node.tree.writable or self._passthrough_branches
+        if tree_allows and readable_object and of.spool is None and not of.dirty and of.entry is not None:
+            local_file = self._local_file(of.node.tree.repo, of.entry)
+        return self.passthrough.open(of.passthrough, local_file, alone=of.handles == 1)
+
     def _new_handle(self, handle) -> int:
         with self._lock:
             fh = self._next_fh
@@ -1070,14 +1100,17 @@ class LakeFilesystem:
                 of.dirty = True
                 of.mtime_ns = time.time_ns()
                 of.mtime_explicit = False
+            grant = self._grant_passthrough(of, readable_object=not writable and not flags & os.O_TRUNC)
             keep_cache = False
-            if not writable and of.spool is None and of.entry is not None:
+            if not writable and of.spool is None and of.entry is not None and not grant.backing_id:
                 identity = (of.entry.physical_address, of.entry.checksum)
                 keep_cache = not node.tree.is_branch or node.cache_id == identity
                 node.cache_id = identity
-        direct_io = _writes_from_empty_only(flags, truncated=bool(flags & os.O_TRUNC))
-        return OpenResult(self._new_handle(FileHandle(of, writable, of.entry, direct_io)), keep_cache=keep_cache,
-                          direct_io=direct_io)
+            direct_io = grant.direct_io or _writes_from_empty_only(flags, truncated=bool(flags & os.O_TRUNC))
+            handle = FileHandle(of, writable, of.entry, direct_io)
+            handle.passthrough = grant.backing_id != 0
+        return OpenResult(self._new_handle(handle), keep_cache=keep_cache, direct_io=direct_io,
+                          backing_id=grant.backing_id)
 
     def create(self, parent_ino: int, name: bytes | str, mode: int, flags: int) -> tuple[OpenResult, Attributes]:
         parent = self._node(parent_ino)
@@ -1114,14 +1147,18 @@ class LakeFilesystem:
                 if created:
                     self._close_open_file(of)
                 raise
+            grant = self._grant_passthrough(of, readable_object=False)
         if stat is None:
             with self._lock:
                 self._unstaged[(tree.key, path)] = node
         self.table.add_lookup(node)
         writable = (flags & os.O_ACCMODE) in (os.O_WRONLY, os.O_RDWR)
-        direct_io = _writes_from_empty_only(flags, truncated=stat is None or bool(flags & os.O_TRUNC))
-        fh = self._new_handle(FileHandle(of, writable, of.entry, direct_io))
-        return OpenResult(fh, direct_io=direct_io), self._attrs(node)
+        truncated = stat is None or bool(flags & os.O_TRUNC)
+        direct_io = grant.direct_io or _writes_from_empty_only(flags, truncated=truncated)
+        handle = FileHandle(of, writable, of.entry, direct_io)
+        handle.passthrough = grant.backing_id != 0
+        result = OpenResult(self._new_handle(handle), direct_io=direct_io, backing_id=grant.backing_id)
+        return result, self._attrs(node)
 
     def _ensure_spool(self, of: OpenFile, keep: int | None = None) -> None:
         """Give ``of`` a writable spool holding the file's current bytes (the first ``keep``
@@ -1362,6 +1399,8 @@ class LakeFilesystem:
         with of.lock:
             of.handles -= 1
             last = of.handles == 0
+            if h.passthrough:
+                self.passthrough.release(of.passthrough)
         if not last:
             return
         try:

@@ -19,7 +19,8 @@ import pyfuse3
 import trio
 
 from lakefuse.errors import LakefuseError
-from lakefuse.fs.filesystem import Attributes, LakeFilesystem, WouldBlock
+from lakefuse.fs.filesystem import Attributes, LakeFilesystem, OpenResult, WouldBlock
+from lakefuse.fuse.passthrough import KernelBackingFiles, granted_session_fd
 from lakefuse.fuse.spin import RequestSpinner
 
 log = logging.getLogger(__name__)
@@ -93,21 +94,41 @@ def _build_entry_attributes(attrs: Attributes) -> pyfuse3.EntryAttributes:
     return entry
 
 
+def file_info(result: OpenResult) -> pyfuse3.FileInfo:
+    if result.backing_id:  # the kernel refuses keep_cache on a passthrough open
+        return pyfuse3.FileInfo(fh=result.fh, keep_cache=False, direct_io=result.direct_io,
+                                backing_id=result.backing_id)
+    return pyfuse3.FileInfo(fh=result.fh, keep_cache=result.keep_cache, direct_io=result.direct_io)
+
+
 class LakeOperations(pyfuse3.Operations):
     supports_dot_lookup = False
     enable_writeback_cache = False
     enable_acl = False
 
     def __init__(self, fs: LakeFilesystem, *, worker_threads: int = WORKER_THREADS,
-                 spinner: RequestSpinner | None = None):
+                 spinner: RequestSpinner | None = None, passthrough: bool = True,
+                 passthrough_branches: bool = False):
         super().__init__()
         self.fs = fs
+        #: ask the kernel for FUSE passthrough in FUSE_INIT (read by pyfuse3 as built by
+        #: scripts/build_pyfuse3.py; a stock pyfuse3 ignores it)
+        self.enable_passthrough = passthrough
+        self._passthrough_branches = passthrough_branches
         #: told of every answered request (see lakefuse.fuse.spin); by default it never spins
         self.spinner = spinner or RequestSpinner(window=0)
         self._limiter = trio.CapacityLimiter(worker_threads)
         # answers of reads served on the event loop; reused: pyfuse3 copies a read's answer
         # to the kernel right after the handler returns, before any other task runs
         self._read_buffer = bytearray(READ_BUFFER_BYTES)
+
+    def init(self):
+        """FUSE_INIT is answered: if the kernel granted passthrough, let the filesystem use it."""
+        session_fd = granted_session_fd() if self.enable_passthrough else -1
+        if session_fd >= 0:
+            self.fs.enable_passthrough(KernelBackingFiles(session_fd), branches=self._passthrough_branches)
+        scope = "on, branches too" if self._passthrough_branches else "on, commits and tags"
+        log.info("passthrough reads of local objects: %s", scope if self.fs.passthrough is not None else "off")
 
     async def _run(self, fn, *args):
         return await trio.to_thread.run_sync(fn, *args, limiter=self._limiter)
@@ -199,14 +220,12 @@ class LakeOperations(pyfuse3.Operations):
 
     @fuse_errors
     async def open(self, inode, flags, ctx):
-        result = await self._run(self.fs.open, inode, flags)
-        return pyfuse3.FileInfo(fh=result.fh, keep_cache=result.keep_cache, direct_io=result.direct_io)
+        return file_info(await self._run(self.fs.open, inode, flags))
 
     @fuse_errors
     async def create(self, parent_inode, name, mode, flags, ctx):
         result, attrs = await self._run(self.fs.create, parent_inode, name, mode, flags)
-        info = pyfuse3.FileInfo(fh=result.fh, keep_cache=result.keep_cache, direct_io=result.direct_io)
-        return info, entry_attributes(attrs)
+        return file_info(result), entry_attributes(attrs)
 
     @fuse_errors
     async def read(self, fh, off, size):

@@ -51,6 +51,8 @@ class MountOptions:
     worker_threads: int = 16
     change_poll: float = 0.5  # seconds between polls of the change feed (a watched filesystem)
     spin: float = DEFAULT_WINDOW_SECONDS  # seconds the loop keeps polling after a request (see spin.py)
+    passthrough: bool = True  # let the kernel read local objects itself (lakefuse.fs.passthrough)
+    passthrough_branches: bool = False  # ... of writable branches too
 
 
 def kernel_options(options: MountOptions) -> set[str]:
@@ -120,7 +122,8 @@ def serve(fs: LakeFilesystem, mountpoint: str, options: MountOptions,
         raise MountFailed(f"mount point {mountpoint} is not a directory")
     tune_garbage_collector()
     spinner = RequestSpinner(options.spin)
-    ops = LakeOperations(fs, worker_threads=options.worker_threads, spinner=spinner)
+    ops = LakeOperations(fs, worker_threads=options.worker_threads, spinner=spinner,
+                         passthrough=options.passthrough, passthrough_branches=options.passthrough_branches)
     try:
         pyfuse3.init(ops, mountpoint, kernel_options(options))
     except RuntimeError as exc:

@@ -154,11 +154,12 @@ def best(runs: int, fn) -> float:
 def print_table(title: str, rows: list[tuple[str, float | None, str]], unit: str, reference: str) -> None:
     """rows: (label, value, note); ratios against the row labelled ``reference``."""
     ref = next((v for label, v, _ in rows if label == reference), None)
+    width = max([44] + [len(label) for label, _, _ in rows])
     print(f"\n{title}")
-    print(f"  {'':44} {unit:>12} {'vs ' + reference:>22}")
+    print(f"  {'':{width}} {unit:>12} {'vs ' + reference:>22}")
     for label, value, note in rows:
         if value is None:
-            print(f"  {label:44} {'n/a':>12} {'':>22}  {note}")
+            print(f"  {label:{width}} {'n/a':>12} {'':>22}  {note}")
             continue
         ratio = f"{value / ref:.2f}" if ref else ""
-        print(f"  {label:44} {value:12.2f} {ratio:>22}  {note}")
+        print(f"  {label:{width}} {value:12.2f} {ratio:>22}  {note}")

@@ -1,0 +1,110 @@
+"""Passthrough: which opens of a file the kernel serves by reading a local file itself.
+
+An object of a storage namespace on this machine is an immutable local file.  With FUSE
+passthrough the kernel reads such a file directly: no READ request reaches the mount, and the
+bytes are cached once, in the local filesystem's page cache (in large folios, where a FUSE
+file's own page cache holds 4 KiB pages), so reads run at the speed of reading the file itself.
+
+The kernel's rules shape the bookkeeping here (Linux ``fs/fuse/iomode.c``):
+
+- an inode is either in *cached* mode (opens without passthrough or direct I/O) or in
+  *passthrough* mode (one backing file, shared by every open), never both;
+- while it is in passthrough mode every open must name that same backing file, or it fails
+  with EIO; ``direct_io`` on such an open sends its reads and writes to the mount after all.
+
+So, per open file (``PassthroughState``, one per ``OpenFile``):
+
+- a read-only open of an unmodified object with a local file, when no other handle of the file
+  is open, registers that file (``BackingFiles.open``) and is served by the kernel;
+- while a backing file is registered, every further open names it: a read of the same object
+  is served by the kernel too; anything else (a write, a truncate, a read after the object
+  changed) gets ``direct_io`` and is served by the mount as usual;
+- the backing file is released (``BackingFiles.close``) with the last handle that named it.
+
+A handle served by the kernel reads the bytes it opened until it is closed, even if the file is
+written meanwhile through another handle, as with any object a handle opened before the change.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+from dataclasses import dataclass
+from typing import NamedTuple, Protocol
+
+log = logging.getLogger(__name__)
+
+#: errors of registering a backing file that mean this mount cannot use passthrough at all
+_UNSUPPORTED = {errno.EPERM, errno.ENOTTY, errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS}
+
+
+class BackingFiles(Protocol):
+    """The kernel side (``lakefuse.fuse.passthrough.KernelBackingFiles``)."""
+
+    def open(self, path: str) -> int:
+        """Register the file at ``path``; its backing ID (> 0).  OSError on failure."""
+
+    def close(self, backing_id: int) -> None: ...
+
+
+@dataclass(slots=True)
+class PassthroughState:
+    """The backing file registered for one open file, and how many handles name it."""
+
+    backing_id: int = 0
+    path: str | None = None
+    handles: int = 0
+
+
+class Grant(NamedTuple):
+    """What an open answers: ``backing_id`` (0: none) and whether the mount must still serve
+    the handle's reads and writes (``direct_io``)."""
+
+    backing_id: int = 0
+    direct_io: bool = False
+
+
+NO_GRANT = Grant()
+
+
+class Passthrough:
+    """Decides and records passthrough for opens; thread-safe under the caller's per-file lock."""
+
+    def __init__(self, backings: BackingFiles):
+        self._backings = backings
+        self.enabled = True
+        self.registered = 0  # backing files registered so far (for tests and the log)
+
+    def open(self, state: PassthroughState, local_file: str | None, *, alone: bool) -> Grant:
+        """A new handle of a file.  ``local_file``: the immutable local file holding exactly the
+        bytes this handle reads, or None (a write, a changed or remote object); ``alone``: no
+        other handle of the file is open."""
+        if state.backing_id:
+            state.handles += 1
+            return Grant(state.backing_id, direct_io=local_file is None or local_file != state.path)
+        if local_file is None or not alone or not self.enabled:
+            return NO_GRANT
+        try:
+            backing_id = self._backings.open(local_file)
+        except OSError as exc:
+            if exc.errno in _UNSUPPORTED:
+                self.enabled = False
+                log.warning("passthrough disabled for this mount: %s", exc)
+            else:
+                log.debug("no passthrough for %s: %s", local_file, exc)
+            return NO_GRANT
+        self.registered += 1
+        log.debug("the kernel reads %s itself (backing file %d)", local_file, backing_id)
+        state.backing_id, state.path, state.handles = backing_id, local_file, 1
+        return Grant(backing_id)
+
+    def release(self, state: PassthroughState) -> None:
+        """A handle that named the backing file is closed."""
+        state.handles -= 1
+        if state.handles > 0 or not state.backing_id:
+            return
+        backing_id, state.backing_id, state.path = state.backing_id, 0, None
+        try:
+            self._backings.close(backing_id)
+        except OSError as exc:
+            log.warning("releasing backing file %d: %s", backing_id, exc)

@@ -1,0 +1,188 @@
+"""Which opens the kernel serves from a local file itself (FUSE passthrough), without a kernel:
+the rules of ``lakefuse.fs.passthrough`` and how ``LakeFilesystem.open``/``create``/``release``
+follow them, with a recording stand-in for the kernel's backing-file registry."""
+
+from __future__ import annotations
+
+import errno
+import os
+
+import pytest
+
+from lakefuse.fs.filesystem import LakeFilesystem
+from lakefuse.fs.memory import MemoryBackend
+from lakefuse.fs.passthrough import Passthrough, PassthroughState
+
+
+class RecordingBackings:
+    """The kernel's registry of backing files, as the tests see it."""
+
+    def __init__(self, fail: int | None = None):
+        self.fail = fail
+        self.open_ids: dict[int, str] = {}
+        self.next_id = 1
+        self.opened = 0
+
+    def open(self, path: str) -> int:
+        if self.fail is not None:
+            raise OSError(self.fail, os.strerror(self.fail))
+        with open(path, "rb"):  # the kernel needs a file it can open
+            pass
+        backing_id, self.next_id = self.next_id, self.next_id + 1
+        self.open_ids[backing_id] = path
+        self.opened += 1
+        return backing_id
+
+    def close(self, backing_id: int) -> None:
+        del self.open_ids[backing_id]
+
+
+class LocalFilesBackend(MemoryBackend):
+    """The in-memory core whose objects are also immutable local files, like a local namespace."""
+
+    def __init__(self, root):
+        super().__init__()
+        self.root = root
+
+    def local_file(self, repo, entry):
+        path = self.root / entry.physical_address.replace("/", "_")
+        if not path.exists():
+            path.write_bytes(self.open_reader(repo, entry).read(0, entry.size))
+        return str(path)
+
+
+# ---------------------------------------------------------------- the rules alone
+
+
+def test_first_lone_read_registers_and_later_opens_share_the_backing_file(tmp_path):
+    (tmp_path / "obj").write_bytes(b"x")
+    backings = RecordingBackings()
+    passthrough = Passthrough(backings)
+    state = PassthroughState()
+    first = passthrough.open(state, str(tmp_path / "obj"), alone=True)
+    assert first.backing_id and not first.direct_io
+    same = passthrough.open(state, str(tmp_path / "obj"), alone=False)
+    assert same == first  # another reader of the same bytes: the kernel serves it too
+    writer = passthrough.open(state, None, alone=False)
+    assert writer.backing_id == first.backing_id and writer.direct_io  # the mount serves it
+    for _ in range(3):
+        assert backings.open_ids
+        passthrough.release(state)
+    assert not backings.open_ids and state.backing_id == 0
+
+
+def test_no_backing_file_while_other_handles_use_the_page_cache(tmp_path):
+    (tmp_path / "obj").write_bytes(b"x")
+    passthrough = Passthrough(RecordingBackings())
+    grant = passthrough.open(PassthroughState(), str(tmp_path / "obj"), alone=False)
+    assert grant.backing_id == 0 and not grant.direct_io
+
+
+@pytest.mark.parametrize("failure, stays_enabled", [(errno.EPERM, False), (errno.ENOENT, True)])
+def test_registration_failures_fall_back_to_serving_reads(tmp_path, failure, stays_enabled):
+    passthrough = Passthrough(RecordingBackings(fail=failure))
+    grant = passthrough.open(PassthroughState(), str(tmp_path / "obj"), alone=True)
+    assert grant.backing_id == 0
+    assert passthrough.enabled is stays_enabled
+
+
+# ---------------------------------------------------------------- through LakeFilesystem
+
+
+def local_filesystem(tmp_path, *, branches: bool = False, read_only: bool = False):
+    backend = LocalFilesBackend(tmp_path)
+    backend.create_repository("sales")
+    backend.put_object("sales", "main", "top.csv", b"x,y\n1,2\n")
+    backend.commit("sales", "main", "first")
+    backend.create_tag("sales", "v1", "main")
+    fs = LakeFilesystem(backend, spool_dir=str(tmp_path / "spool"), read_only=read_only)
+    backings = RecordingBackings()
+    fs.enable_passthrough(backings, branches=branches)
+    return fs, backings, backend
+
+
+@pytest.fixture
+def local_fs(tmp_path):
+    """Passthrough on branches too (``--passthrough-branches``)."""
+    return local_filesystem(tmp_path, branches=True)
+
+
+def kernel_reads(fs, backings, ino) -> bool:
+    result = fs.open(ino, os.O_RDONLY)
+    try:
+        if not result.backing_id:
+            return False
+        assert not result.keep_cache and not result.direct_io
+        with open(backings.open_ids[result.backing_id], "rb") as f:
+            assert f.read() == b"x,y\n1,2\n"
+        return True
+    finally:
+        fs.release(result.fh)
+
+
+def test_the_kernel_reads_commits_and_tags_and_the_mount_serves_branches(tmp_path, make_driver):
+    fs, backings, backend = local_filesystem(tmp_path)
+    drive = make_driver(fs)
+    commit = backend.resolve_ref("sales", "main").commit_id
+    assert kernel_reads(fs, backings, drive.ino(f"sales/{commit}/top.csv"))
+    assert kernel_reads(fs, backings, drive.ino("sales/v1/top.csv"))
+    assert kernel_reads(fs, backings, drive.ino("sales/main~0/top.csv"))
+    assert not kernel_reads(fs, backings, drive.ino("sales/main/top.csv"))
+    assert not backings.open_ids
+
+
+@pytest.mark.parametrize("option", ["branches", "read_only"])
+def test_branch_files_too_when_asked_or_when_nothing_writes_them(tmp_path, make_driver, option):
+    fs, backings, _ = local_filesystem(tmp_path, **{option: True})
+    assert kernel_reads(fs, backings, make_driver(fs).ino("sales/main/top.csv"))
+    assert not backings.open_ids
+
+
+def test_a_writer_beside_kernel_readers_is_served_by_the_mount(local_fs, make_driver):
+    fs, backings, backend = local_fs
+    drive = make_driver(fs)
+    ino = drive.ino("sales/main/top.csv")
+    reader = fs.open(ino, os.O_RDONLY)
+    writer = fs.open(ino, os.O_RDWR)
+    assert writer.backing_id == reader.backing_id and writer.direct_io
+    fs.write(writer.fh, 0, b"Z")
+    assert fs.read(writer.fh, 0, 3) == b"Z,y"  # the writer reads its own bytes through the mount
+    late = fs.open(ino, os.O_RDONLY)  # the file is modified: this reader is served by the mount too
+    assert late.backing_id == reader.backing_id and late.direct_io
+    assert fs.read(late.fh, 0, 3) == b"Z,y"
+    for result in (writer, late, reader):
+        fs.release(result.fh)
+    assert not backings.open_ids
+    assert drive.read("sales/main/top.csv") == b"Z,y\n1,2\n"
+    after = fs.open(ino, os.O_RDONLY)  # uploaded and unmodified again: the new object's file
+    assert after.backing_id and not after.direct_io
+    with open(backings.open_ids[after.backing_id], "rb") as f:
+        assert f.read() == b"Z,y\n1,2\n"
+    fs.release(after.fh)
+
+
+def test_files_being_written_are_never_left_to_the_kernel(local_fs, make_driver):
+    fs, backings, backend = local_fs
+    drive = make_driver(fs)
+    parent = drive.ino("sales/main")
+    created, _ = fs.create(parent, "new.txt", 0o644, os.O_RDWR | os.O_CREAT)
+    assert created.backing_id == 0
+    reader = fs.open(drive.ino("sales/main/new.txt"), os.O_RDONLY)
+    assert reader.backing_id == 0  # a spool, not an object: the mount serves it
+    truncating = fs.open(drive.ino("sales/main/top.csv"), os.O_WRONLY | os.O_TRUNC)
+    assert truncating.backing_id == 0
+    for result in (created, reader, truncating):
+        fs.release(result.fh)
+    assert backings.opened == 0
+
+
+def test_without_local_files_nothing_is_registered(tmp_path, make_driver):
+    backend = MemoryBackend()  # no local_file: e.g. objects in S3
+    backend.create_repository("sales")
+    backend.put_object("sales", "main", "top.csv", b"x")
+    backend.commit("sales", "main", "first")
+    fs = LakeFilesystem(backend, spool_dir=str(tmp_path / "spool"))
+    fs.enable_passthrough(RecordingBackings(), branches=True)
+    assert fs.passthrough is None
+    result = fs.open(make_driver(fs).ino("sales/main~0/top.csv"), os.O_RDONLY)
+    assert result.backing_id == 0

@@ -1,0 +1,126 @@
+"""FUSE passthrough through a real kernel mount: the kernel reads objects of a local storage
+namespace under commits and tags itself (branch files too with --passthrough-branches), and
+files being written beside such readers still behave.
+
+Passthrough needs pyfuse3 as built by scripts/build_pyfuse3.py; where the stock pyfuse3 is
+installed these tests skip, except under CI=true where that is a failure."""
+
+from __future__ import annotations
+
+import mmap
+import os
+import time
+
+import pytest
+
+from lakemount import in_ci, mounted
+
+MiB = 1024 * 1024
+
+
+@pytest.fixture(scope="module", autouse=True)
+def passthrough_available(lake):
+    import pyfuse3
+
+    if not hasattr(pyfuse3, "passthrough_session_fd"):
+        reason = "pyfuse3 without passthrough (scripts/build_pyfuse3.py did not run)"
+        if in_ci():
+            pytest.fail(reason)
+        pytest.skip(reason)
+    if "passthrough reads of local objects: on" not in lake.log_path.read_text():
+        reason = "the kernel did not grant FUSE passthrough:\n" + lake.logs()
+        if in_ci():
+            pytest.fail(reason)
+        pytest.skip(reason)
+
+
+def mount_cpu_seconds(mount) -> float:
+    with open(f"/proc/{mount.proc.pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_reads_of_commits_tags_and_branches_are_the_objects_bytes(lake, lake_home):
+    commit = lake_home.catalog.get_branch("sales", "main").commit_id
+    for ref in (commit, "v1", "main"):
+        assert (lake / f"sales/{ref}/data/a.csv").read_bytes() == b"id,v\n1,2\n"
+        with open(lake / f"sales/{ref}/readme.md", "rb") as f, mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ) as m:
+            assert m[:] == b"# sales\n"
+    assert "the kernel reads" in lake.log_path.read_text()
+
+
+def test_by_default_a_branch_reader_sees_appends_made_after_it_opened(branch):
+    """What ``tail -f`` needs: branch files are served by the mount unless --passthrough-branches."""
+    path = branch / "data/a.csv"
+    with open(path, "rb") as reader, open(path, "ab") as appender:
+        assert reader.read() == b"id,v\n1,2\n"
+        appender.write(b"3,4\n")
+        appender.flush()
+        assert reader.read() == b"3,4\n"
+
+
+def test_the_kernel_reads_without_the_mount_doing_the_work(lake_home, tmp_path):
+    """The same 256 MiB read costs the mount process next to no CPU time with passthrough, and
+    the copying of every byte without it."""
+    source = tmp_path / "big.bin"
+    with open(source, "wb") as f:
+        for _ in range(256):
+            f.write(os.urandom(MiB))
+    lake_home.catalog.upload_file("sales", "main", "big/cpu.bin", str(source))
+    commit = lake_home.catalog.commit("sales", "main", "big", "tests").id
+    cpu = {}
+    for label, args in (("passthrough", ()), ("served", ("--no-passthrough",))):
+        with mounted(lake_home, tmp_path / f"mnt-{label}", f"lakefs://sales/{commit}", args) as mount:
+            assert (mount / "big/cpu.bin").stat().st_size == 256 * MiB
+            time.sleep(0.1)
+            before = mount_cpu_seconds(mount)
+            with open(mount / "big/cpu.bin", "rb") as f:
+                while f.read(MiB):
+                    pass
+            cpu[label] = mount_cpu_seconds(mount) - before
+            expected = "on, commits and tags" if label == "passthrough" else "off"
+            assert f"passthrough reads of local objects: {expected}" in mount.log_path.read_text()
+    assert cpu["served"] >= 0.02, cpu
+    assert cpu["passthrough"] < cpu["served"] / 2, cpu
+
+
+@pytest.fixture
+def kernel_branch(lake_home, tmp_path):
+    """``(mount, branch directory)``: a fresh branch in a mount with --passthrough-branches."""
+    name = f"pt{os.getpid()}-{time.monotonic_ns()}"
+    lake_home.catalog.create_branch("sales", name, "main")
+    with mounted(lake_home, tmp_path / name, "lakefs://sales", ("--passthrough-branches",)) as mount:
+        yield mount, mount / name
+
+
+def test_a_writer_beside_a_kernel_reader(kernel_branch):
+    mount, branch = kernel_branch
+    path = branch / "data/a.csv"
+    with open(path, "rb") as reader:
+        assert reader.read(3) == b"id,"
+        with open(path, "r+b") as writer:  # named the same backing file, served by the mount
+            writer.seek(0, os.SEEK_END)
+            writer.write(b"3,4\n")
+            writer.seek(0)
+            assert writer.read() == b"id,v\n1,2\n3,4\n"
+        assert reader.read() == b"v\n1,2\n"  # the bytes it opened
+    assert path.read_bytes() == b"id,v\n1,2\n3,4\n"
+    with open(path, "rb") as again, open(path, "ab") as appender:
+        appender.write(b"5,6\n")
+        appender.flush()
+        assert again.read() == b"id,v\n1,2\n3,4\n"
+    assert path.read_bytes() == b"id,v\n1,2\n3,4\n5,6\n"
+    log = mount.log_path.read_text()
+    assert "passthrough reads of local objects: on, branches too" in log and "the kernel reads" in log
+
+
+def test_truncate_and_rename_over_a_file_being_read(kernel_branch):
+    _, branch = kernel_branch
+    (branch / "t.txt").write_bytes(b"0123456789")
+    (branch / "u.txt").write_bytes(b"new")
+    with open(branch / "t.txt", "rb") as reader:
+        os.truncate(branch / "t.txt", 4)
+        assert (branch / "t.txt").read_bytes() == b"0123"
+        os.rename(branch / "u.txt", branch / "t.txt")
+        assert reader.read() == b"0123456789"
+    assert (branch / "t.txt").read_bytes() == b"new"
