@@ -1027,7 +1027,10 @@ class LakeFilesystem:
         # on a writable branch a handle the kernel serves would miss later writes through the mount
         tree_allows = not of.node.tree.writable or self._passthrough_branches
         if tree_allows and readable_object and of.spool is None and not of.dirty and of.entry is not None:
-            local_file = self._local_file(of.node.tree.repo, of.entry)
+            try:
+                local_file = self._local_file(of.node.tree.repo, of.entry)
+            except LakefuseError as exc:  # the mount serves the handle, and says why if it cannot
+                log.debug("no passthrough for %s: %s", of.node.path, exc)
         return self.passthrough.open(of.passthrough, local_file, alone=of.handles == 1)
 
     def _new_handle(self, handle) -> int:
