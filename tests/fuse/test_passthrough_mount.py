@@ -124,3 +124,27 @@ def test_truncate_and_rename_over_a_file_being_read(kernel_branch):
         os.rename(branch / "u.txt", branch / "t.txt")
         assert reader.read() == b"0123456789"
     assert (branch / "t.txt").read_bytes() == b"new"
+
+
+def test_concurrent_opens_reads_and_writes_of_one_file_never_fail(kernel_branch):
+    """Readers the kernel serves, readers and writers the mount serves, opening and closing one
+    file at once: the kernel refuses an open that breaks its rules with EIO, so any slip in the
+    bookkeeping of backing files would show here."""
+    import concurrent.futures
+
+    _, branch = kernel_branch
+    path = branch / "shared.bin"
+    path.write_bytes(b"x" * 100_000)
+
+    def read(_):
+        for _ in range(40):
+            data = path.read_bytes()  # mid-rewrite a prefix, as on a local disk; never other bytes
+            assert set(data) <= {ord("x"), ord("y")}
+
+    def rewrite(_):
+        for i in range(20):
+            path.write_bytes((b"y" if i % 2 else b"x") * 100_000)
+
+    with concurrent.futures.ThreadPoolExecutor(6) as pool:
+        list(pool.map(lambda job: job(None), [read, read, read, read, rewrite]))
+    assert path.read_bytes() == b"y" * 100_000

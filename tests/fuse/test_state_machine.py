@@ -15,6 +15,8 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
+from lakemount import mounted
+
 pytestmark = pytest.mark.slow
 
 NAMES = ["a", "b", "d", "e"]
@@ -101,9 +103,7 @@ def make_machine(mount_root: Path, local_base: Path):
     return MountVsLocal
 
 
-def test_mount_behaves_like_a_local_directory(lake_home, lake, tmp_path):
-    lake_home.catalog.create_branch("sales", "statemachine", "main")
-    mount_root = lake / "sales/statemachine/runs"
+def run_machine(mount_root: Path, tmp_path: Path) -> None:
     mount_root.mkdir()
     local_base = Path(tempfile.mkdtemp(dir=tmp_path))
     machine = make_machine(mount_root, local_base)
@@ -113,3 +113,19 @@ def test_mount_behaves_like_a_local_directory(lake_home, lake, tmp_path):
         machine.TestCase().runTest()
     finally:
         shutil.rmtree(local_base, ignore_errors=True)
+
+
+def test_mount_behaves_like_a_local_directory(lake_home, lake, tmp_path):
+    lake_home.catalog.create_branch("sales", "statemachine", "main")
+    run_machine(lake / "sales/statemachine/runs", tmp_path)
+
+
+def test_so_does_a_mount_whose_kernel_reads_branch_files(lake_home, tmp_path):
+    """With --passthrough-branches every read of the invariant opens the file the kernel reads
+    (where passthrough is available), between writes, truncates and renames of the same files."""
+    lake_home.catalog.create_branch("sales", "statemachine-pt", "main")
+    with mounted(lake_home, tmp_path / "mnt-pt", "lakefs://sales", ("--passthrough-branches",)) as mount:
+        run_machine(mount / "statemachine-pt/runs", tmp_path)
+        log = mount.log_path.read_text()
+        if "passthrough reads of local objects: on" in log:  # else tests/fuse/test_passthrough_mount.py fails
+            assert "the kernel reads" in log
