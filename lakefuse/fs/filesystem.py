@@ -60,8 +60,8 @@ from typing import Callable
 from lakefuse.errors import LakefuseError, ReadOnly
 from lakefuse.fs.backend import LakeBackend, RefKind, ResolvedRef
 from lakefuse.fs.nodes import ROOT_INODE, InodeTable, Node, NodeKind
-from lakefuse.fs.spool import Spool, SpoolTail
 from lakefuse.fs.passthrough import NO_GRANT, BackingFiles, Grant, Passthrough, PassthroughState
+from lakefuse.fs.spool import Spool, SpoolTail
 from lakefuse.fs.tree import (
     CONTROL_DIR_NAME,
     ancestors,

@@ -20,7 +20,7 @@ import trio
 
 from lakefuse.errors import LakefuseError
 from lakefuse.fs.filesystem import Attributes, LakeFilesystem, OpenResult, WouldBlock
-from lakefuse.fuse.passthrough import KernelBackingFiles, granted_session_fd
+from lakefuse.fuse.passthrough import KernelBackingFiles, granted_session_fd, has_cap_sys_admin
 from lakefuse.fuse.spin import RequestSpinner
 
 log = logging.getLogger(__name__)
@@ -95,7 +95,9 @@ def _build_entry_attributes(attrs: Attributes) -> pyfuse3.EntryAttributes:
 
 
 def file_info(result: OpenResult) -> pyfuse3.FileInfo:
-    if result.backing_id:  # the kernel refuses keep_cache on a passthrough open
+    # backing_id only where there is one: a stock pyfuse3 (no passthrough, so never a backing
+    # ID) has no such argument; the kernel refuses keep_cache on a passthrough open
+    if result.backing_id:
         return pyfuse3.FileInfo(fh=result.fh, keep_cache=False, direct_io=result.direct_io,
                                 backing_id=result.backing_id)
     return pyfuse3.FileInfo(fh=result.fh, keep_cache=result.keep_cache, direct_io=result.direct_io)
@@ -112,8 +114,8 @@ class LakeOperations(pyfuse3.Operations):
         super().__init__()
         self.fs = fs
         #: ask the kernel for FUSE passthrough in FUSE_INIT (read by pyfuse3 as built by
-        #: scripts/build_pyfuse3.py; a stock pyfuse3 ignores it)
-        self.enable_passthrough = passthrough
+        #: scripts/build_pyfuse3.py; a stock pyfuse3 ignores it), if this process may use it
+        self.enable_passthrough = passthrough and has_cap_sys_admin()
         self._passthrough_branches = passthrough_branches
         #: told of every answered request (see lakefuse.fuse.spin); by default it never spins
         self.spinner = spinner or RequestSpinner(window=0)

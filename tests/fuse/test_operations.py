@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import errno
 import logging
+import subprocess
+import sys
 
 import pytest
 
@@ -11,8 +13,10 @@ pyfuse3 = pytest.importorskip("pyfuse3")
 trio = pytest.importorskip("trio")
 
 from lakefuse.errors import NoChanges, ReadOnly  # noqa: E402
-from lakefuse.fs.filesystem import Attributes  # noqa: E402
-from lakefuse.fuse.operations import entry_attributes, fuse_errors  # noqa: E402
+from lakefuse.fs.filesystem import Attributes, LakeFilesystem  # noqa: E402
+from lakefuse.fs.memory import MemoryBackend  # noqa: E402
+from lakefuse.fuse.operations import LakeOperations, entry_attributes, fuse_errors  # noqa: E402
+from lakefuse.fuse.passthrough import has_cap_sys_admin  # noqa: E402
 from lakefuse.fuse.spin import RequestSpinner  # noqa: E402
 
 
@@ -61,3 +65,17 @@ def test_entry_attributes_carry_timeouts_and_blocks():
     e = entry_attributes(attrs)
     assert (e.st_ino, e.st_size, e.st_blocks, e.st_mtime_ns) == (7, 1025, 3, 5_000_000_001)
     assert (e.entry_timeout, e.attr_timeout, e.st_blksize) == (1.0, 86400.0, 1024 * 1024)
+
+
+def test_passthrough_is_asked_for_only_by_a_process_that_may_use_it(tmp_path):
+    """The kernel registers backing files only for CAP_SYS_ADMIN: without it the mount does
+    not ask for passthrough in FUSE_INIT at all (an unprivileged mount through fusermount3)."""
+    probe = "from lakefuse.fuse.passthrough import has_cap_sys_admin as h; print(h())"
+    if not has_cap_sys_admin():
+        pytest.skip("needs CAP_SYS_ADMIN to compare with and without it")
+    dropped = subprocess.run(["setpriv", "--inh-caps=-sys_admin", "--bounding-set=-sys_admin", sys.executable,
+                              "-c", probe], capture_output=True, text=True, timeout=60)
+    assert dropped.stdout.strip() == "False", dropped.stderr
+    fs = LakeFilesystem(MemoryBackend(), spool_dir=str(tmp_path / "spool"))
+    assert LakeOperations(fs).enable_passthrough
+    assert not LakeOperations(fs, passthrough=False).enable_passthrough
