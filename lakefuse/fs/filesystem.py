@@ -147,7 +147,8 @@ class OpenFile:
     """The shared state of every open handle of one file node."""
 
     __slots__ = ("node", "lock", "handles", "spool", "dirty", "entry", "mtime_ns", "metadata",
-                 "content_type", "mtime_explicit", "seq_end", "tail", "uncached_writes", "passthrough")
+                 "content_type", "mtime_explicit", "seq_end", "tail", "uncached_writes", "passthrough",
+                 "direct_handles")
 
     def __init__(self, node: Node, entry: Entry | None):
         self.node = node
@@ -164,6 +165,7 @@ class OpenFile:
         self.tail: SpoolTail | None = None  # hashing, or streaming upload, of those bytes
         self.uncached_writes = False  # written through a direct-I/O handle since the last upload
         self.passthrough = PassthroughState()
+        self.direct_handles = 0  # open handles with direct I/O (see LakeFilesystem._new_file_handle)
 
 
 class FileHandle:
@@ -234,12 +236,12 @@ def _entry_mode(entry: Entry | None, default: int) -> int:
 
 
 def _writes_from_empty_only(flags: int, truncated: bool) -> bool:
-    """Whether an open(2) gets direct I/O: write-only, of a file it creates or truncates (``cp``,
-    ``>``).  The kernel then hands the writer's bytes straight to us instead of first copying
-    them into its page cache as well: half the memory traffic, and no page cache that the
-    written data would also occupy.  Such a handle never reads, and there are no cached pages
-    of the old content to keep coherent; after the upload the kernel's cache is not trusted
-    to hold the new bytes (``OpenFile.uncached_writes``)."""
+    """Whether an open(2) may get direct I/O for its writes: write-only, of a file it creates
+    or truncates (``cp``, ``>``).  The kernel then hands the writer's bytes straight to us
+    instead of first copying them into its page cache as well: half the memory traffic, and
+    no page cache that the written data would also occupy.  Only when no other handle of the
+    file is open (see ``LakeFilesystem._new_file_handle``); after the upload the kernel's
+    cache is not trusted to hold the new bytes (``OpenFile.uncached_writes``)."""
     return (flags & os.O_ACCMODE) == os.O_WRONLY and truncated
 
 
@@ -1109,10 +1111,9 @@ class LakeFilesystem:
                 identity = (of.entry.physical_address, of.entry.checksum)
                 keep_cache = not node.tree.is_branch or node.cache_id == identity
                 node.cache_id = identity
-            direct_io = grant.direct_io or _writes_from_empty_only(flags, truncated=bool(flags & os.O_TRUNC))
-            handle = FileHandle(of, writable, of.entry, direct_io)
-            handle.passthrough = grant.backing_id != 0
-        return OpenResult(self._new_handle(handle), keep_cache=keep_cache, direct_io=direct_io,
+            from_empty = _writes_from_empty_only(flags, bool(flags & os.O_TRUNC))
+            handle = self._new_file_handle(of, writable, grant, from_empty)
+        return OpenResult(self._new_handle(handle), keep_cache=keep_cache, direct_io=handle.direct_io,
                           backing_id=grant.backing_id)
 
     def create(self, parent_ino: int, name: bytes | str, mode: int, flags: int) -> tuple[OpenResult, Attributes]:
@@ -1151,17 +1152,43 @@ class LakeFilesystem:
                     self._close_open_file(of)
                 raise
             grant = self._grant_passthrough(of, readable_object=False)
+            writable = (flags & os.O_ACCMODE) in (os.O_WRONLY, os.O_RDWR)
+            truncated = stat is None or bool(flags & os.O_TRUNC)
+            handle = self._new_file_handle(of, writable, grant, _writes_from_empty_only(flags, truncated))
         if stat is None:
             with self._lock:
                 self._unstaged[(tree.key, path)] = node
         self.table.add_lookup(node)
-        writable = (flags & os.O_ACCMODE) in (os.O_WRONLY, os.O_RDWR)
-        truncated = stat is None or bool(flags & os.O_TRUNC)
-        direct_io = grant.direct_io or _writes_from_empty_only(flags, truncated=truncated)
+        result = OpenResult(self._new_handle(handle), direct_io=handle.direct_io, backing_id=grant.backing_id)
+        return result, self._attrs(node)
+
+    @staticmethod
+    def _new_file_handle(of: OpenFile, writable: bool, grant: Grant, writes_from_empty: bool) -> FileHandle:
+        """A handle of ``of`` (under ``of.lock``, its count taken).  It gets direct I/O (the
+        kernel sends all its reads and writes here, bypassing its page cache of the file):
+
+        - where the passthrough grant asks for it;
+        - for a write-only open that creates or truncates the file, if it is the file's only
+          handle (``cp``, ``>``: see ``_writes_from_empty_only``);
+        - for a read-only open while the file is being written (a live spool), and for any
+          open beside another direct-I/O handle.
+
+        The last rule keeps readers off the kernel's page cache while the file changes under
+        them.  A read answered short because a rewrite just truncated the file is zero-filled
+        by the kernel, and when the kernel's idea of the size is stale at that moment the
+        reader gets those zeros (4 readers beside a rewriter did, about every other run).
+        A reader's page cache is only ever filled from a stored object."""
+        if grant.direct_io:
+            direct_io = True
+        elif grant.backing_id:
+            direct_io = False
+        else:
+            direct_io = of.direct_handles > 0 or (writes_from_empty and of.handles == 1) or \
+                (not writable and of.spool is not None and not of.spool.sealed)
         handle = FileHandle(of, writable, of.entry, direct_io)
         handle.passthrough = grant.backing_id != 0
-        result = OpenResult(self._new_handle(handle), direct_io=direct_io, backing_id=grant.backing_id)
-        return result, self._attrs(node)
+        of.direct_handles += direct_io
+        return handle
 
     def _ensure_spool(self, of: OpenFile, keep: int | None = None) -> None:
         """Give ``of`` a writable spool holding the file's current bytes (the first ``keep``
@@ -1377,18 +1404,23 @@ class LakeFilesystem:
 
     def flush(self, fh: int) -> None:
         """close(2) of a descriptor: upload a written file (errors reach close), or commit
-        after a write to ``.lakefuse/commit``."""
+        after a write to ``.lakefuse/commit``.  Closing a read-only descriptor uploads nothing:
+        another handle's writes in progress are not staged half-done."""
         h = self._handles.get(fh)
         if isinstance(h, ControlHandle):
             self._flush_control(h)
         elif isinstance(h, FileHandle):
-            if h.open_file.dirty:
+            if h.writable and h.open_file.dirty:
                 self._upload(h.open_file)
         elif h is None:
             raise OSError(errno.EBADF, "bad file handle")
 
     def fsync(self, fh: int, datasync: bool = False) -> None:
-        self.flush(fh)
+        h = self._handles.get(fh)
+        if isinstance(h, FileHandle) and h.open_file.dirty:
+            self._upload(h.open_file)  # whichever descriptor asks
+        else:
+            self.flush(fh)
 
     def release(self, fh: int) -> None:
         with self._lock:
@@ -1402,6 +1434,7 @@ class LakeFilesystem:
         with of.lock:
             of.handles -= 1
             last = of.handles == 0
+            of.direct_handles -= h.direct_io
             if h.passthrough:
                 self.passthrough.release(of.passthrough)
         if not last:

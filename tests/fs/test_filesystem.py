@@ -224,6 +224,39 @@ def test_writes_are_visible_at_once_and_uploaded_on_close(fs, drive, backend):
     assert drive.read("sales/main/new.txt") == b"hello world"
 
 
+def test_a_readers_close_stages_nothing_of_another_handles_writes_but_its_fsync_does(fs, drive, backend):
+    ino = drive.ino("sales/main/top.csv")
+    writer = fs.open(ino, os.O_WRONLY | os.O_TRUNC)
+    fs.write(writer.fh, 0, b"half")
+    reader = fs.open(ino, os.O_RDONLY)
+    ref = backend.resolve_ref("sales", "main")
+    fs.flush(reader.fh)  # its close(2)
+    assert backend.object_bytes(backend.get_entry("sales", ref, "top.csv")) == b"x,y\n1,2\n"
+    fs.fsync(reader.fh)  # fsync(2) is about the file, whichever descriptor asks
+    assert backend.object_bytes(backend.get_entry("sales", ref, "top.csv")) == b"half"
+    for result in (reader, writer):
+        fs.release(result.fh)
+
+
+def test_readers_of_a_file_being_written_bypass_the_kernels_page_cache(fs, drive):
+    ino = drive.ino("sales/main/top.csv")
+    before = fs.open(ino, os.O_RDONLY)
+    assert not before.direct_io
+    writer = fs.open(ino, os.O_WRONLY | os.O_TRUNC)
+    assert not writer.direct_io  # not the file's only handle: writes go through the page cache
+    during = fs.open(ino, os.O_RDONLY)
+    assert during.direct_io  # reads come from the spool as it is, never from zero-filled pages
+    for result in (before, writer, during):
+        fs.release(result.fh)
+    alone = fs.open(ino, os.O_WRONLY | os.O_TRUNC)
+    assert alone.direct_io  # cp into a file nobody else has open
+    beside = fs.open(ino, os.O_RDONLY)
+    assert beside.direct_io
+    for result in (alone, beside):
+        fs.release(result.fh)
+    assert not fs.open(ino, os.O_RDONLY).direct_io
+
+
 def test_random_write_append_and_truncate_keep_existing_bytes(fs, drive, backend):
     ino = drive.ino("sales/main/a/b.txt")
     result = fs.open(ino, os.O_WRONLY)
@@ -715,8 +748,12 @@ def test_files_created_or_truncated_write_only_get_direct_io_and_no_kept_cache_a
     assert fs.open(drive.ino("sales/main/rw.bin"), os.O_RDONLY).keep_cache  # write-through: cached
 
     top = drive.ino("sales/main/top.csv")
-    assert not fs.open(top, os.O_WRONLY).direct_io  # overwrites in place: other readers' pages
-    assert fs.open(top, os.O_WRONLY | os.O_TRUNC).direct_io
+    in_place = fs.open(top, os.O_WRONLY)
+    assert not in_place.direct_io  # overwrites in place: other readers' pages
+    fs.release(in_place.fh)
+    truncating = fs.open(top, os.O_WRONLY | os.O_TRUNC)
+    assert truncating.direct_io
+    fs.release(truncating.fh)
     assert not fs.open(top, os.O_RDONLY).direct_io
 
 

@@ -149,6 +149,35 @@ def test_two_processes_write_different_files_concurrently(branch):
     assert (branch / "q-29").read_bytes() == b"q" * 10000
 
 
+def test_readers_beside_a_rewriter_never_read_bytes_nobody_wrote(branch):
+    """4 readers and a process rewriting the same file (open with O_TRUNC, write, close), 5
+    rounds: a read may catch the file mid-rewrite (a prefix), as on a local disk, but before
+    the fix about every other round read 100,000 zero bytes, pages the kernel had zero-filled
+    after a short read."""
+    import concurrent.futures
+
+    path = branch / "rewritten.bin"
+    for _ in range(5):
+        path.write_bytes(b"x" * 100_000)
+        foreign = []
+
+        def read():
+            for _ in range(40):
+                data = path.read_bytes()
+                if not set(data) <= {ord("x"), ord("y")}:
+                    foreign.append(sorted(set(data))[:3])
+
+        def rewrite():
+            for i in range(20):
+                path.write_bytes((b"y" if i % 2 else b"x") * 100_000)
+
+        with concurrent.futures.ThreadPoolExecutor(5) as pool:
+            for job in [pool.submit(read) for _ in range(4)] + [pool.submit(rewrite)]:
+                job.result()
+        assert not foreign, foreign[:3]
+    assert path.read_bytes() == b"y" * 100_000
+
+
 def test_large_file_sequential_and_random_io(branch):
     data = bytearray(os.urandom(24 * 1024 * 1024))
     path = branch / "big.bin"
