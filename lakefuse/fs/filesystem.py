@@ -1177,7 +1177,8 @@ class LakeFilesystem:
         them.  A read answered short because a rewrite just truncated the file is zero-filled
         by the kernel, and when the kernel's idea of the size is stale at that moment the
         reader gets those zeros (4 readers beside a rewriter did, about every other run).
-        A reader's page cache is only ever filled from a stored object."""
+        Handles opened before the writes began keep the page cache; the writer then writes
+        through it (it is not alone), so the pages those readers see hold what it wrote."""
         if grant.direct_io:
             direct_io = True
         elif grant.backing_id:
