@@ -1,4 +1,4 @@
-"""Commands other modules register (``mount``/``umount`` of ``lakefuse.mountcmd``, ``actions``
+"""Commands other modules register (``mount``/``umount`` of ``lakefuse.fuse.mountcmd``, ``actions``
 of ``lakefuse.actions.cli``, ``import``/``export``/``gc`` of ``lakefuse.spark``): which module
 holds each, and how to find out whether it is installed without importing it.  ``main`` builds
 the parser from ``DELEGATED``; ``demo`` asks it whether the mount command is available.
@@ -80,7 +80,7 @@ def _register_spark(module, subparsers, ctx: CliContext) -> None:
 
 DELEGATED = (
     Delegated(("mount", "umount"), ("mount repositories as a filesystem", "unmount a lakefuse mount"),
-              ("lakefuse.mountcmd",), "add_mount_arguments", _register_mount, own_logging=True),
+              ("lakefuse.fuse.mountcmd",), "add_mount_arguments", _register_mount, own_logging=True),
     Delegated(("actions",), ("validate action files and inspect hook runs",),
               ("lakefuse.actions.cli",), "add_actions_commands", _register_actions),
     Delegated(("import", "export", "gc"),

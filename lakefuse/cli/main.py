@@ -12,7 +12,7 @@ exit code, exactly once:
 - anything else is a bug: ``lakefuse: internal error: <type>: <message>``, exit 1, with the
   traceback only when ``LAKEFUSE_DEBUG=1`` (which also logs at DEBUG level).
 
-Delegated commands (``mount``/``umount`` of ``lakefuse.mountcmd``, ``actions`` of
+Delegated commands (``mount``/``umount`` of ``lakefuse.fuse.mountcmd``, ``actions`` of
 ``lakefuse.actions.cli``, ``import``/``export``/``gc`` of ``lakefuse.spark``) are registered only
 when their module exists, and imported only when one of their names is the command being run:
 otherwise a placeholder carries their help line, so start-up never pays for them.

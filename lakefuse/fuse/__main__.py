@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from lakefuse.errors import LakefuseError
-from lakefuse.mountcmd import add_mount_arguments, add_umount_arguments, mount_main, umount_main
+from lakefuse.fuse.mountcmd import add_mount_arguments, add_umount_arguments, mount_main, umount_main
 
 
 def main(argv=None) -> int:
