@@ -30,6 +30,14 @@ def _committer() -> str:
         return f"uid {os.getuid()} (lakefuse mount)"
 
 
+def _namespace_path(block, entry: Entry) -> str | None:
+    """The file of an object of a ``local://`` storage namespace; None for other storage."""
+    root = getattr(block, "root", None)
+    if root is not None and block.uri.startswith("local://"):
+        return os.path.join(root, entry.physical_address)
+    return None
+
+
 class AppBackend:
     def __init__(self, app, block_cache: BlockCache | None = None, committer: str | None = None):
         self.app = app
@@ -121,24 +129,14 @@ class AppBackend:
         return out
 
     def local_file(self, repo: str, entry: Entry) -> str | None:
-        local = self._namespace_file(repo, entry)
-        return local[1] if local is not None else None
-
-    def _namespace_file(self, repo: str, entry: Entry):
-        """``(block, path)``: the object's file in a local storage namespace, or ``(block, None)``
-        for other storage; None for an object outside the namespace (imported by address)."""
         if entry.address_is_full:
-            return None
-        block = self.catalog.repository_block(repo)
-        root = getattr(block, "root", None)
-        if root is not None and block.uri.startswith("local://"):
-            return block, os.path.join(root, entry.physical_address)
-        return block, None
+            return None  # imported by address: not the namespace's to keep unchanged
+        return _namespace_path(self.catalog.repository_block(repo), entry)
 
     def open_reader(self, repo: str, entry: Entry):
-        local = self._namespace_file(repo, entry)
-        if local is not None:
-            block, path = local
+        if not entry.address_is_full:
+            block = self.catalog.repository_block(repo)
+            path = _namespace_path(block, entry)
             if path is not None:
                 return LocalFileReader(path)
             if self.block_cache is not None:

@@ -1407,21 +1407,21 @@ class LakeFilesystem:
         """close(2) of a descriptor: upload a written file (errors reach close), or commit
         after a write to ``.lakefuse/commit``.  Closing a read-only descriptor uploads nothing:
         another handle's writes in progress are not staged half-done."""
+        self._sync(fh, any_descriptor=False)
+
+    def fsync(self, fh: int, datasync: bool = False) -> None:
+        """fsync(2) is about the file: it uploads the written file whichever descriptor asks."""
+        self._sync(fh, any_descriptor=True)
+
+    def _sync(self, fh: int, any_descriptor: bool) -> None:
         h = self._handles.get(fh)
         if isinstance(h, ControlHandle):
             self._flush_control(h)
         elif isinstance(h, FileHandle):
-            if h.writable and h.open_file.dirty:
+            if (any_descriptor or h.writable) and h.open_file.dirty:
                 self._upload(h.open_file)
         elif h is None:
             raise OSError(errno.EBADF, "bad file handle")
-
-    def fsync(self, fh: int, datasync: bool = False) -> None:
-        h = self._handles.get(fh)
-        if isinstance(h, FileHandle) and h.open_file.dirty:
-            self._upload(h.open_file)  # whichever descriptor asks
-        else:
-            self.flush(fh)
 
     def release(self, fh: int) -> None:
         with self._lock:

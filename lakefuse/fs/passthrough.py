@@ -73,7 +73,6 @@ class Passthrough:
     def __init__(self, backings: BackingFiles):
         self._backings = backings
         self.enabled = True
-        self.registered = 0  # backing files registered so far (for tests and the log)
 
     def open(self, state: PassthroughState, local_file: str | None, *, alone: bool) -> Grant:
         """A new handle of a file.  ``local_file``: the immutable local file holding exactly the
@@ -93,7 +92,6 @@ class Passthrough:
             else:
                 log.debug("no passthrough for %s: %s", local_file, exc)
             return NO_GRANT
-        self.registered += 1
         log.debug("the kernel reads %s itself (backing file %d)", local_file, backing_id)
         state.backing_id, state.path, state.handles = backing_id, local_file, 1
         return Grant(backing_id)
