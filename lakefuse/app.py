@@ -4,7 +4,7 @@ Nothing else in lakefuse constructs adapters.  ``App.from_config()`` gives:
 
 - ``graveler``  the version-control core (refs/staging in SQL, committed files per namespace)
 - ``catalog``   objects on top of it (uploads into storage namespaces, entries, listings)
-- ``actions``   the hooks runner (pre/post commit and merge webhooks from ``_lakefs_actions/``)
+- ``actions``   the hooks runner (the webhooks of ``_lakefs_actions/`` on every lakeFS event the core fires)
 - ``block_for_repository(repo)`` / ``committed_for(namespace)`` for the bulk jobs and CLI
 
 Caches: one RAM cache (``cache.ram_bytes``) of decoded ranges/metaranges shared by every

@@ -21,7 +21,6 @@ from __future__ import annotations
 import io
 import os
 import secrets
-import threading
 import time
 from dataclasses import dataclass
 from typing import BinaryIO, Callable, Iterable, Iterator, Mapping
@@ -32,7 +31,8 @@ from lakefuse.errors import CorruptedData, InvalidArgument, ObjectNotFound
 from lakefuse.graveler.committed.encoding import entry_to_record, record_to_entry
 from lakefuse.graveler.graveler import Change, ChangeType, Graveler
 from lakefuse.graveler.merge import MergeStrategy
-from lakefuse.graveler.model import BranchCursor, Commit, CommitID, Entry, TagID, ValueRecord
+from lakefuse.graveler.model import BranchCursor, Commit, CommitID, Entry, TagID, ValueRecord, string_map
+from lakefuse.graveler.once import OncePerKey
 from lakefuse.graveler.ports import Branch, Repository
 from lakefuse.graveler.refexpr import ResolvedRef
 from lakefuse.graveler.views import RefView
@@ -179,15 +179,6 @@ def _difference(change: Change) -> Difference:
     return Difference(_path(change.key), change.type, _entry(change.left), _entry(change.right))
 
 
-def _check_metadata(metadata: Mapping[str, str] | None) -> dict[str, str]:
-    result = {}
-    for name, value in (metadata or {}).items():
-        if not isinstance(name, str) or not isinstance(value, str):
-            raise InvalidArgument(f"user metadata must map strings to strings, got {name!r}: {value!r}")
-        result[name] = value
-    return result
-
-
 class Catalog:
     """Objects of repositories.  ``block_for(storage_namespace)`` opens the block adapter of a
     namespace (called once per namespace, then cached); ``normalize_namespace`` spells a
@@ -202,9 +193,7 @@ class Catalog:
         clock: Callable[[], float] = time.time,
     ):
         self.graveler = graveler
-        self._block_for = block_for
-        self._blocks: dict[str, BlockAdapter] = {}
-        self._blocks_lock = threading.Lock()
+        self._blocks: OncePerKey[str, BlockAdapter] = OncePerKey(block_for)
         if normalize_namespace is None:
             from lakefuse.block.namespace import normalize_namespace
         self._normalize = normalize_namespace
@@ -215,14 +204,7 @@ class Catalog:
     # storage
 
     def block(self, storage_namespace: str) -> BlockAdapter:
-        adapter = self._blocks.get(storage_namespace)
-        if adapter is None:
-            with self._blocks_lock:
-                adapter = self._blocks.get(storage_namespace)
-                if adapter is None:
-                    adapter = self._block_for(storage_namespace)
-                    self._blocks[storage_namespace] = adapter
-        return adapter
+        return self._blocks.get(storage_namespace)
 
     def repository_block(self, repo_id: str) -> BlockAdapter:
         return self.block(self.graveler.repository(repo_id).storage_namespace)
@@ -314,7 +296,7 @@ class Catalog:
     ) -> Entry:
         """Store the stream's bytes and stage the object at ``path``; its entry."""
         key = _key(path)
-        metadata = _check_metadata(metadata)
+        metadata = string_map(metadata, "user metadata")
         self.graveler.writable_branch(repo_id, branch_id)  # fail before writing data for nothing
         address, size, checksum = self.write_data(repo_id, stream)
         return self._stage_new_object(repo_id, branch_id, key, address, size, checksum, content_type, metadata, mtime)
@@ -364,7 +346,7 @@ class Catalog:
                 return self.upload_stream(repo_id, branch_id, path, handle, content_type=content_type,
                                           metadata=metadata, mtime=mtime)
         key = _key(path)
-        metadata = _check_metadata(metadata)
+        metadata = string_map(metadata, "user metadata")
         if checksum is not None and not is_content_checksum(checksum):
             raise InvalidArgument(f"checksum must be a content_hasher() digest ('blake3:' and 64 hex digits), "
                                   f"got {checksum!r}")

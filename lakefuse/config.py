@@ -21,15 +21,23 @@ Example ``config.yaml``::
       range_min_bytes: 256KiB
       range_max_bytes: 4MiB
       range_raggedness: 4096
+    user:
+      name: alice
 
 Environment variables: ``LAKEFUSE_HOME``, ``LAKEFUSE_CONFIG``, ``LAKEFUSE_DATABASE_URL``,
 ``LAKEFUSE_CACHE_DIR``, ``LAKEFUSE_CACHE_DISK_BYTES``, ``LAKEFUSE_CACHE_RAM_BYTES``,
-``LAKEFUSE_S3_ENDPOINT_URL``, ``LAKEFUSE_S3_REGION``; S3 credentials also come from the
-standard AWS chain (``AWS_ACCESS_KEY_ID``, profiles, instance roles).
+``LAKEFUSE_S3_ENDPOINT_URL``, ``LAKEFUSE_S3_REGION``, ``LAKEFUSE_USER``; S3 credentials also
+come from the standard AWS chain (``AWS_ACCESS_KEY_ID``, profiles, instance roles).
+
+The committer of every commit lakefuse makes on a user's behalf (the CLI's and a mount's alike)
+is ``committer_name(config)``: ``$LAKEFUSE_USER``, else ``user.name`` of the config file, else
+the OS user name (``getpass.getuser()``, or ``uid N`` where there is none).  The CLI's
+``--committer`` overrides it for one command.
 """
 
 from __future__ import annotations
 
+import getpass
 import os
 import re
 from dataclasses import dataclass, field, replace
@@ -91,6 +99,8 @@ class Config:
     cache: CacheConfig
     s3: S3Config = field(default_factory=S3Config)
     committed: CommittedConfig = field(default_factory=CommittedConfig)
+    #: ``$LAKEFUSE_USER`` or ``user.name`` of the file; None: the OS user (see committer_name)
+    user_name: str | None = None
 
     @property
     def storage_root(self) -> Path:
@@ -128,7 +138,7 @@ def load_config(path: str | os.PathLike | None = None, environ=None) -> Config:
             raise ConfigError(f"config {config_path}: not valid YAML: {first}") from None
         if not isinstance(data, dict):
             raise ConfigError(f"config {config_path}: top level must be a mapping")
-        known = {"database", "storage", "cache", "committed", "home"}
+        known = {"database", "storage", "cache", "committed", "home", "user"}
         unknown = sorted(set(data) - known)
         if unknown:
             raise ConfigError(f"config {config_path}: unknown section(s): {', '.join(unknown)}")
@@ -170,4 +180,41 @@ def load_config(path: str | os.PathLike | None = None, environ=None) -> Config:
     if committed_cfg.range_raggedness < 1:
         raise ConfigError("config: committed.range_raggedness must be >= 1")
 
-    return Config(home=home, database_url=str(db_url), cache=cache_cfg, s3=s3_cfg, committed=committed_cfg)
+    return Config(home=home, database_url=str(db_url), cache=cache_cfg, s3=s3_cfg, committed=committed_cfg,
+                  user_name=_user_name(_section(data, "user"), env))
+
+
+USER_ENV = "LAKEFUSE_USER"
+
+
+def _user_name(user: dict, env) -> str | None:
+    name = user.get("name")
+    if name is not None and (not isinstance(name, str) or not name.strip()):
+        raise ConfigError(f"config: user.name must be a non-empty string, got {name!r}")
+    from_env = (env.get(USER_ENV) or "").strip()
+    return from_env or (name.strip() if name is not None else None)
+
+
+def os_user_name() -> str:
+    """The OS user name (``getpass.getuser()``), or ``uid N`` where there is none."""
+    try:
+        name = getpass.getuser()
+    except Exception:  # noqa: BLE001 - no LOGNAME/USER and no passwd entry (containers)
+        name = ""
+    return name or f"uid {os.getuid()}"
+
+
+def committer_name(config: Config | None = None, environ=None) -> str:
+    """Who commits, by the one rule of the CLI and the mount: ``$LAKEFUSE_USER``, else
+    ``user.name`` of the configuration, else the OS user name (``uid N`` if there is none).
+
+    ``config`` carries the first two as loaded by ``load_config``; ``$LAKEFUSE_USER`` is read
+    again from ``environ`` (default ``os.environ``) so the variable wins even over a
+    configuration loaded before it was set."""
+    env = os.environ if environ is None else environ
+    from_env = (env.get(USER_ENV) or "").strip()
+    if from_env:
+        return from_env
+    if config is not None and config.user_name:
+        return config.user_name
+    return os_user_name()

@@ -19,6 +19,7 @@ Exit codes are distinct per kind of error so scripts can tell them apart:
  9    storage backend failure
 10    read-only (tag, commit, read-only mount)
 11    corrupted data (checksum mismatch)
+12    mount point in use (already a mount point, or not empty)
 ====  ==========================================
 """
 
@@ -156,3 +157,10 @@ class CorruptedData(LakefuseError):
 
     errno = _errno.EIO
     exit_code = 11
+
+
+class MountPointInUse(LakefuseError):
+    """The mount point is in use: already a mount point, or a directory that is not empty."""
+
+    errno = _errno.EBUSY
+    exit_code = 12

@@ -32,12 +32,6 @@ class LakefsURI:
             raise InvalidArgument(f"{self}: a ref is required (lakefs://<repo>/<ref>)")
         return self
 
-    def require_path(self) -> "LakefsURI":
-        self.require_ref()
-        if not self.path:
-            raise InvalidArgument(f"{self}: an object path is required (lakefs://<repo>/<ref>/<path>)")
-        return self
-
     def require_repository_only(self) -> "LakefsURI":
         if self.ref is not None:
             raise InvalidArgument(f"{self}: expected a repository URI (lakefs://<repo>)")

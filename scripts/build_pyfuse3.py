@@ -1,41 +1,59 @@
-"""Build pyfuse3 with FUSE passthrough into the virtual environment (called by scripts/install).
+"""Build a wheel of pyfuse3 with FUSE passthrough (called by scripts/install).
 
 Debian 12 ships libfuse 3.14; FUSE passthrough (the kernel reads and writes a registered local
 file directly, so an open file's bytes never travel through the daemon) needs libfuse >= 3.16,
 and pyfuse3 exposes no passthrough API.  So this script:
 
-1. builds libfuse 3.17.2 (Debian's copy of the upstream release tarball, SHA-256 pinned) into
+1. fetches the libfuse 3.17.2 source package with ``apt-get source --download-only`` (apt checks
+   Debian's signatures) from the newer Debian suite that ships it.  apt runs with a private
+   configuration in a temporary directory whose one ``deb-src`` entry reuses the archive URI the
+   machine's own apt sources already name (read at run time, written nowhere), so nothing
+   system-wide changes.  The upstream tarball's SHA-256 is checked too; libfuse is built into
    ``.venv/opt/libfuse`` with meson and ninja;
-2. downloads the pyfuse3 source distribution, adds three things to its Cython sources:
-   ``FileInfo(backing_id=...)`` (copied into the open reply), asking for ``FUSE_CAP_PASSTHROUGH``
-   in FUSE_INIT when the operations object says ``enable_passthrough = True``, and
-   ``pyfuse3.passthrough_session_fd()`` (the /dev/fuse descriptor to register backing files on,
-   -1 when the kernel did not grant passthrough);
-3. builds and installs that pyfuse3 linked to the new libfuse (rpath, so nothing system-wide
+2. fetches the pyfuse3 source distribution with pip (its build requirements as wheels) and adds
+   three things to its Cython sources: ``FileInfo(backing_id=...)`` (copied into the open
+   reply), asking for ``FUSE_CAP_PASSTHROUGH`` in FUSE_INIT when the operations object says
+   ``enable_passthrough = True``, and ``pyfuse3.passthrough_session_fd()`` (the /dev/fuse
+   descriptor to register backing files on, -1 when the kernel did not grant passthrough);
+3. builds a wheel of that pyfuse3 linked to the new libfuse (rpath, so nothing system-wide
    changes: the system's libfuse, fusermount3 and mount helpers stay as they are).
 
-Run with the venv's Python: ``.venv/bin/python scripts/build_pyfuse3.py``.  Exits 0 when the
-patched pyfuse3 is installed, 1 with a one-line reason otherwise (scripts/install then falls
-back to the stock pyfuse3, which mounts without passthrough).
+Run with the venv's Python: ``.venv/bin/python scripts/build_pyfuse3.py WHEEL_DIR`` (scripts/install
+runs it while it installs the other packages, and installs the wheel afterwards).  Prints one
+line per step with the seconds since ``$LAKEFUSE_INSTALL_STARTED`` (epoch seconds; default: its
+own start) and a line every 15 s while a step runs.  Exits 0 when the wheel is in WHEEL_DIR, 1
+with a one-line reason otherwise (scripts/install then falls back to the stock pyfuse3, which
+mounts without passthrough).
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tarfile
 import tempfile
-import urllib.request
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 LIBFUSE_VERSION = "3.17.2"
-LIBFUSE_URL = f"https://deb.debian.org/debian/pool/main/f/fuse3/fuse3_{LIBFUSE_VERSION}.orig.tar.gz"
+LIBFUSE_DEBIAN_VERSION = f"{LIBFUSE_VERSION}-3"  # the source package apt fetches (pinned)
+LIBFUSE_SUITE = "trixie"  # the first Debian release that ships libfuse >= 3.16
 LIBFUSE_SHA256 = "3d932431ad94e86179e5265cddde1d67aa3bb2fb09a5bd35c641f86f2b5ed06f"
 PYFUSE3_VERSION = "3.5.0"
-DOWNLOAD_TIMEOUT = 120  # seconds per download
+#: pyfuse3's build requirements (its pyproject.toml), installed once for both pip calls
+PYFUSE3_BUILD_REQUIREMENTS = ["setuptools>=78.1.1", "setuptools_scm>=8.0", "Cython"]
+APT_TIMEOUT = 180  # seconds for each apt-get call
+BUILD_TIMEOUT = 900  # seconds for each build command
+HEARTBEAT_SECONDS = 15  # a line this often while a step runs
+PIP = [sys.executable, "-m", "pip", "-q", "--disable-pip-version-check"]
+STARTED = float(os.environ.get("LAKEFUSE_INSTALL_STARTED") or time.time())
 
 #: (file in the pyfuse3 source tree, text that must be there once, what replaces it)
 EDITS = [
@@ -91,22 +109,73 @@ class BuildError(Exception):
     pass
 
 
-def run(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> None:
-    proc = subprocess.run(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+def say(text: str) -> None:
+    print(f"[{int(time.time() - STARTED):3d}s] {text}", flush=True)
+
+
+def run(cmd: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: float = BUILD_TIMEOUT,
+        doing: str = "") -> None:
+    """Run ``cmd`` with its output kept for the error; while it runs, say ``doing`` every 15 s."""
+    done = threading.Event()
+
+    def heartbeat() -> None:
+        while not done.wait(HEARTBEAT_SECONDS):
+            say(f"  ... still {doing}")
+
+    if doing:
+        threading.Thread(target=heartbeat, daemon=True).start()
+    try:
+        proc = subprocess.run(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              timeout=timeout, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        raise BuildError(f"{' '.join(cmd[:3])} timed out after {timeout:.0f} s") from None
+    finally:
+        done.set()
     if proc.returncode != 0:
         tail = proc.stdout.strip().splitlines()[-15:]
         raise BuildError(f"{' '.join(cmd[:3])} failed:\n" + "\n".join(tail))
 
 
-def download(url: str, sha256: str, target: Path) -> None:
-    try:
-        with urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT) as response:
-            data = response.read()
-    except OSError as exc:
-        raise BuildError(f"cannot download {url}: {exc}") from None
-    if hashlib.sha256(data).hexdigest() != sha256:
-        raise BuildError(f"{url}: unexpected SHA-256")
-    target.write_bytes(data)
+def debian_archive_uri() -> str:
+    """The URI of the Debian archive this machine's apt already uses (read, never written down)."""
+    proc = subprocess.run(["apt-get", "indextargets", "--format", "$(REPO_URI) $(ORIGIN)"],
+                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, timeout=APT_TIMEOUT)
+    for line in proc.stdout.splitlines():
+        uri, _, origin = line.partition(" ")
+        if origin == "Debian" and not uri.rstrip("/").endswith("-security"):
+            return uri.rstrip("/")
+    # no index fetched yet: the sources files themselves (deb822 and one-line formats)
+    texts = [path.read_text() for path in (Path("/etc/apt/sources.list.d/debian.sources"),
+                                           Path("/etc/apt/sources.list")) if path.exists()]
+    for text in texts:
+        for match in re.finditer(r"^(?:URIs:\s*|deb\s+(?:\[[^]]*\]\s+)?)(\S+)", text, re.M):
+            uri = match.group(1).rstrip("/")
+            if not uri.endswith("-security") and "debian" in uri:
+                return uri
+    raise BuildError("no Debian archive in this machine's apt sources")
+
+
+def fetch_libfuse_source(work: Path) -> Path:
+    """The upstream libfuse tarball, fetched by apt-get source through a private configuration."""
+    apt = work / "apt"
+    (apt / "lists" / "partial").mkdir(parents=True)
+    (apt / "source.sources").write_text(
+        "Types: deb-src\n"
+        f"URIs: {debian_archive_uri()}\n"
+        f"Suites: {LIBFUSE_SUITE}\n"
+        "Components: main\n"
+        "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg\n")
+    options = ["-q", "-o", f"Dir::Etc::SourceList={apt / 'source.sources'}", "-o", "Dir::Etc::SourceParts=/dev/null",
+               "-o", f"Dir::State::Lists={apt / 'lists'}", "-o", "APT::Sandbox::User=root"]
+    say(f"fetching the libfuse {LIBFUSE_VERSION} source package (apt-get source, {LIBFUSE_SUITE})")
+    doing = f"fetching the libfuse {LIBFUSE_VERSION} source package"
+    run(["apt-get", *options, "update"], work, timeout=APT_TIMEOUT, doing=doing)
+    run(["apt-get", *options, "source", "--download-only", f"fuse3={LIBFUSE_DEBIAN_VERSION}"], work,
+        timeout=APT_TIMEOUT, doing=doing)
+    tarball = work / f"fuse3_{LIBFUSE_VERSION}.orig.tar.gz"
+    if hashlib.sha256(tarball.read_bytes()).hexdigest() != LIBFUSE_SHA256:
+        raise BuildError(f"{tarball.name}: unexpected SHA-256")
+    return tarball
 
 
 def extract(tarball: Path, target: Path) -> None:
@@ -118,13 +187,13 @@ def extract(tarball: Path, target: Path) -> None:
 
 
 def build_libfuse(work: Path, prefix: Path) -> None:
-    tarball = work / "libfuse.tar.gz"
-    download(LIBFUSE_URL, LIBFUSE_SHA256, tarball)
-    extract(tarball, work)
+    extract(fetch_libfuse_source(work), work)
     source = work / f"fuse-{LIBFUSE_VERSION}"
+    say(f"building libfuse {LIBFUSE_VERSION} (meson, ninja)")
+    doing = f"building libfuse {LIBFUSE_VERSION}"
     run(["meson", "setup", "build", f"--prefix={prefix}", "--libdir=lib", "-Dexamples=false", "-Dutils=false",
-         "-Dtests=false", "-Ddisable-mtab=true"], source)
-    run(["ninja", "-C", "build", "install"], source)
+         "-Dtests=false", "-Ddisable-mtab=true"], source, doing=doing)
+    run(["ninja", "-C", "build", "install"], source, doing=doing)
 
 
 def patch_pyfuse3(source: Path) -> None:
@@ -136,35 +205,68 @@ def patch_pyfuse3(source: Path) -> None:
         path.write_text(text.replace(anchor, replacement))
 
 
-def build_pyfuse3(work: Path, prefix: Path) -> None:
-    run([sys.executable, "-m", "pip", "download", "-q", "--disable-pip-version-check", "--no-deps",
-         "--no-binary", ":all:", f"pyfuse3=={PYFUSE3_VERSION}", "-d", str(work)], work)
+def fetch_pyfuse3_source(work: Path) -> Path:
+    """The pyfuse3 source tree, patched, and its build requirements installed as wheels into a
+    directory the build sees on PYTHONPATH (so pip builds no isolated environment of its own)."""
+    say(f"fetching the pyfuse3 {PYFUSE3_VERSION} source distribution and its build tools")
+    doing = f"fetching pyfuse3 {PYFUSE3_VERSION}"
+    run([*PIP, "install", "--target", str(work / "build-tools"), *PYFUSE3_BUILD_REQUIREMENTS], work, doing=doing)
+    run([*PIP, "download", "--no-deps", "--no-build-isolation", "--no-binary", "pyfuse3",
+         f"pyfuse3=={PYFUSE3_VERSION}", "-d", str(work)], work, build_tools_env(work), doing=doing)
     extract(work / f"pyfuse3-{PYFUSE3_VERSION}.tar.gz", work)
     source = work / f"pyfuse3-{PYFUSE3_VERSION}"
     patch_pyfuse3(source)
-    env = dict(os.environ, PKG_CONFIG_PATH=str(prefix / "lib" / "pkgconfig"),
-               LDFLAGS=f"-Wl,-rpath,{prefix / 'lib'}")
-    run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps",
-         "--force-reinstall", str(source)], work, env)
+    return source
 
 
-def main() -> int:
-    venv = Path(sys.prefix)
-    prefix = venv / "opt" / "libfuse"
-    for tool in ("meson", "ninja", "pkg-config", "cc"):
+def build_tools_env(work: Path) -> dict[str, str]:
+    return dict(os.environ, PYTHONPATH=str(work / "build-tools"))
+
+
+def build_pyfuse3_wheel(work: Path, source: Path, prefix: Path, wheel_dir: Path) -> None:
+    """A wheel of the patched pyfuse3 in ``wheel_dir``, linked to the libfuse under ``prefix``."""
+    say(f"building pyfuse3 {PYFUSE3_VERSION} with passthrough (Cython, then the C compiler)")
+    library = prefix / "lib"
+    env = dict(build_tools_env(work), PKG_CONFIG_PATH=str(library / "pkgconfig"),
+               # before the system's library directory (which Debian's Python puts on the link
+               # line), so -lfuse3 is this libfuse, found again at run time through the rpath
+               LDFLAGS=f"-L{library} -Wl,-rpath,{library}",
+               # Python's own flags (some builds replace rather than extend them with $CFLAGS),
+               # without debug information: a fifth faster to compile, the same code
+               CFLAGS=f"{sysconfig.get_config_var('CFLAGS') or '-O2'} -g0")
+    run([*PIP, "wheel", "--no-deps", "--no-build-isolation", "-w", str(wheel_dir), str(source)], work, env,
+        doing=f"building pyfuse3 {PYFUSE3_VERSION}")
+
+
+def build(work: Path, prefix: Path, wheel_dir: Path) -> None:
+    """libfuse builds while pyfuse3's source and build tools arrive (two cores), then pyfuse3."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pyfuse3_source = pool.submit(fetch_pyfuse3_source, work)
+        build_libfuse(work, prefix)
+        source = pyfuse3_source.result()
+    build_pyfuse3_wheel(work, source, prefix, wheel_dir)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("usage: build_pyfuse3.py WHEEL_DIR", file=sys.stderr)
+        return 2
+    wheel_dir = Path(argv[0]).resolve()
+    prefix = Path(sys.prefix) / "opt" / "libfuse"
+    for tool in ("apt-get", "meson", "ninja", "pkg-config", "cc"):
         if shutil.which(tool) is None:
             print(f"build_pyfuse3: {tool} not found", file=sys.stderr)
             return 1
     with tempfile.TemporaryDirectory(prefix="lakefuse-pyfuse3-") as tmp:
         try:
-            build_libfuse(Path(tmp), prefix)
-            build_pyfuse3(Path(tmp), prefix)
-        except BuildError as exc:
+            wheel_dir.mkdir(parents=True, exist_ok=True)
+            build(Path(tmp), prefix, wheel_dir)
+        except (BuildError, OSError) as exc:
             print(f"build_pyfuse3: {exc}", file=sys.stderr)
             return 1
-    print(f"build_pyfuse3: pyfuse3 {PYFUSE3_VERSION} with passthrough, on libfuse {LIBFUSE_VERSION}")
+    say(f"built pyfuse3 {PYFUSE3_VERSION} with passthrough, on libfuse {LIBFUSE_VERSION}")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

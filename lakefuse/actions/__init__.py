@@ -1,9 +1,10 @@
-"""Actions and hooks: YAML action files under ``_lakefs_actions/`` whose webhooks run on commits
-and merges, and the run results they leave in the storage namespace.
+"""Actions and hooks: YAML action files under ``_lakefs_actions/`` whose webhooks run on the
+events lakeFS defines (commits, merges, branch and tag creation and deletion, reverts), and the
+run results they leave in the storage namespace.
 
 Modules: ``events`` (event types, ``HookEvent``), ``schema`` (action file parsing and
 validation), ``globs`` (branch patterns), ``duration`` (Go durations), ``webhook`` (the HTTP
-POST with a total deadline), ``runs`` (run IDs, manifests, logs: ``RunStore``), ``runner``
+POST, through urllib3, with a total deadline), ``runs`` (run IDs, manifests, logs: ``RunStore``), ``runner``
 (``ActionsRunner``, the hooks object of the core), ``cli`` (``lakefuse actions ...``).
 """
 

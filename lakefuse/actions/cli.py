@@ -123,8 +123,8 @@ def cmd_runs_list(app_factory: Callable[[], RepositoryStorage], uri: str, *, bra
         out.write("\n")
         return 0
     rows = [("RUN ID", "EVENT", "BRANCH", "COMMIT", "START TIME", "END TIME", "STATUS")]
-    rows += [(m.run_id, m.event_type, m.branch_id, m.commit_id[:16] or "-", m.start_time, m.end_time, m.status)
-             for m in manifests]
+    rows += [(m.run_id, m.event_type, m.branch_id or "-", m.commit_id[:16] or "-", m.start_time, m.end_time,
+              m.status) for m in manifests]
     _print_table(rows, out)
     return 0
 
@@ -152,7 +152,8 @@ def cmd_runs_show(app_factory: Callable[[], RepositoryStorage], uri: str, run_id
         return 0
     fields = [
         ("Run ID", manifest.run_id), ("Event", manifest.event_type), ("Repository", manifest.repository_id),
-        ("Branch", manifest.branch_id), ("Source ref", manifest.source_ref),
+        ("Branch", manifest.branch_id or "-"), ("Source ref", manifest.source_ref),
+        *([("Tag", manifest.tag_id)] if manifest.tag_id else []),
         ("Commit ID", manifest.commit_id or "-"), ("Commit message", manifest.commit_message),
         ("Committer", manifest.committer), ("Start time", manifest.start_time),
         ("End time", manifest.end_time), ("Status", manifest.status),

@@ -108,8 +108,10 @@ class HookRunRecord:
 class RunManifest:
     """One run: an event that triggered at least one action (or hit a broken action file).
 
-    ``commit_id``: for post events the new commit; for pre events the commit that resulted,
-    filled in after the commit succeeded (empty while unknown or if the operation was aborted).
+    ``commit_id``: for post-commit/merge/revert the new commit; for pre-commit/merge/revert the
+    commit that resulted, filled in after the operation succeeded (empty while unknown or if the
+    operation was aborted); for branch creation and tag events the commit the branch or tag
+    points at; empty otherwise.  ``branch_id`` is empty and ``tag_id`` set for tag events.
     ``error``: why the run failed before any hook ran (a broken action file)."""
 
     run_id: str
@@ -128,6 +130,7 @@ class RunManifest:
     hooks: list[HookRunRecord] = field(default_factory=list)
     error: str | None = None
     format: int = MANIFEST_FORMAT
+    tag_id: str = ""
 
     @property
     def status(self) -> str:

@@ -8,9 +8,11 @@ Owns the action file schema and every message a user gets about a broken file.  
       pre-commit:                     # null value = every branch
       pre-merge:
         branches: [main, "release-*"] # Go path.Match globs; empty/absent = every branch
+      post-create-tag:                # tag events take no 'branches' (a tag has no branch)
     hooks:                            # required, non-empty, run in this order
-      - id: check                     # required, unique within the action
-        type: webhook                 # required; the only type
+      - id: check                     # required, unique within the action, lakeFS's pattern
+                                      # ^[_a-zA-Z][-_a-zA-Z0-9]{1,255}$
+        type: webhook                 # required; the only type lakefuse runs
         description: ...              # optional
         properties:                   # required
           url: http://host/path       # required, http or https
@@ -19,9 +21,14 @@ Owns the action file schema and every message a user gets about a broken file.  
             prefix: public/
             disallow: [user_, private_]
 
-Event names are hyphenated as in lakeFS's examples; lakeFS's ``pre_commit`` spelling is accepted
-as an alias (the same event written both ways is an error).  Unknown keys are rejected at every
-level so that typos (``branch:``, ``hook:``) fail loudly instead of silently matching nothing.
+Events: every event type lakeFS knows (``lakefuse.actions.events.EVENT_TYPES``: prepare-commit,
+pre/post-commit, -merge, -create-branch, -delete-branch, -create-tag, -delete-tag, -revert,
+-cherry-pick), hyphenated as in lakeFS's examples; lakeFS's ``pre_commit`` spelling and
+``pre-cherrypick`` are accepted as aliases (the same event written two ways is an error).  Tag
+events take no ``branches`` (as in lakeFS).  Hook IDs follow lakeFS's pattern.  Hook types other
+than ``webhook`` that lakeFS has (``lua``, ``airflow``) are rejected as unsupported.  Unknown keys
+are rejected at every level so that typos (``branch:``, ``hook:``) fail loudly instead of
+silently matching nothing.
 YAML 1.1 booleans ``on``/``off``/``yes``/``no`` are read as strings (``on:`` is a key here), and
 duplicate mapping keys are errors.
 
@@ -40,13 +47,17 @@ from urllib.parse import urlsplit
 import yaml
 
 from lakefuse.actions.duration import parse_go_duration
-from lakefuse.actions.events import ACTIONS_PREFIX, EVENT_TYPES, ActionFile, normalize_event_type
+from lakefuse.actions.events import ACTIONS_PREFIX, EVENT_TYPES, TAG_EVENTS, ActionFile, normalize_event_type
 from lakefuse.actions.globs import branch_matches, compile_branch_pattern
 from lakefuse.errors import InvalidArgument
 
 ACTION_FILE_SUFFIXES = (".yaml", ".yml")
 WEBHOOK = "webhook"
 HOOK_TYPES = (WEBHOOK,)
+#: hook types lakeFS runs that lakefuse does not
+UNSUPPORTED_HOOK_TYPES = ("lua", "airflow")
+#: lakeFS's hook ID pattern (``reHookID``): a letter or ``_``, then 1-255 of ``[-_a-zA-Z0-9]``
+HOOK_ID_PATTERN = re.compile(r"[_a-zA-Z][\-_a-zA-Z0-9]{1,255}")
 
 _ACTION_KEYS = ("name", "description", "on", "hooks")
 _EVENT_KEYS = ("branches",)
@@ -232,7 +243,10 @@ def _parse_on(document: dict, errors: list[str]) -> dict[str, EventFilter]:
         if event_type in on:
             errors.append(f"on: event {event_type!r} is listed twice")
             continue
-        on[event_type] = _parse_event_filter(f"on.{name}: ", spec, errors)
+        event_filter = _parse_event_filter(f"on.{name}: ", spec, errors)
+        if event_type in TAG_EVENTS and event_filter.branches:
+            errors.append(f"on.{name}: 'branches' is not supported for tag events (a tag has no branch)")
+        on[event_type] = event_filter
     return on
 
 
@@ -283,12 +297,16 @@ def _parse_hooks(document: dict, errors: list[str]) -> tuple[HookDefinition, ...
             continue
         hook_id = item.get("id")
         if isinstance(hook_id, str) and hook_id:
-            where = f"hook '{hook_id}': "
+            where = f"hook '{hook_id}': " if HOOK_ID_PATTERN.fullmatch(hook_id) else where
         _unknown_keys(item, _HOOK_KEYS, where, errors)
         if hook_id is None:
             errors.append(f"{where}missing 'id'")
         elif not isinstance(hook_id, str) or not hook_id:
             errors.append(f"{where}'id' must be a non-empty string, not {_type_name(hook_id)}")
+            hook_id = None
+        elif not HOOK_ID_PATTERN.fullmatch(hook_id):
+            errors.append(f"{where}invalid hook id {hook_id!r}: an id starts with a letter or '_' followed by "
+                          "1 to 255 letters, digits, '-' or '_' (no spaces or other characters)")
             hook_id = None
         elif hook_id in seen_ids:
             errors.append(f"{where}duplicate hook id {hook_id!r} (ids must be unique within an action)")
@@ -297,6 +315,10 @@ def _parse_hooks(document: dict, errors: list[str]) -> tuple[HookDefinition, ...
         hook_type = item.get("type")
         if hook_type is None:
             errors.append(f"{where}missing 'type' (one of: {', '.join(HOOK_TYPES)})")
+        elif hook_type in UNSUPPORTED_HOOK_TYPES:
+            errors.append(f"{where}unsupported hook type {hook_type!r}: lakefuse runs only "
+                          f"{', '.join(HOOK_TYPES)} hooks")
+            hook_type = None
         elif hook_type not in HOOK_TYPES:
             errors.append(f"{where}unknown hook type {hook_type!r} (supported: {', '.join(HOOK_TYPES)})")
             hook_type = None

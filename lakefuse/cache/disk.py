@@ -118,11 +118,13 @@ def read_disk_cache_stats(directory: str | os.PathLike) -> dict:
     counters, (result["bytes"], result["entries"]), meta = found
     for key in COUNTER_FIELDS:
         result[key] = int(counters.get(key, 0))
+    # an index whose processes never persisted counters (created, then closed unused) has
+    # no meta rows at all: read each one as optional
     result["name"] = meta.get("name")
     with suppress(TypeError, ValueError):
-        result["max_bytes"] = int(meta["max_bytes"])
+        result["max_bytes"] = int(meta.get("max_bytes"))
     with suppress(TypeError, ValueError):
-        result["updated_at"] = float(meta["updated_at"])
+        result["updated_at"] = float(meta.get("updated_at"))
     return result
 
 

@@ -9,13 +9,10 @@ validates all of its arguments first and only then opens the ``App``.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 from lakefuse.errors import InvalidArgument, ReadOnly
 from lakefuse.uri import LakefsURI, parse_uri
-
-DEFAULT_COMMITTER = "lakefuse"
 
 
 class CliContext:
@@ -133,7 +130,8 @@ def require_branch(catalog, repository: str, ref: str):
     """The resolved ``ref``, which must be a branch: a tag or commit is ``ReadOnly``."""
     resolved = catalog.resolve(repository, ref)
     if not resolved.writable:
-        raise ReadOnly(f"{ref!r} is a {resolved.kind.value} of repository {repository!r}, not a branch: read-only")
+        raise ReadOnly(f"{ref!r} is {resolved.kind.with_article} of repository {repository!r}, "
+                       "not a branch: read-only")
     return resolved
 
 
@@ -168,12 +166,20 @@ def positive_int(text: str) -> int:
     return value
 
 
-def default_committer() -> str:
-    return os.environ.get("USER") or DEFAULT_COMMITTER
+COMMITTER_HELP = "committer (default: $LAKEFUSE_USER, else user.name of the configuration, else the OS user)"
 
 
-def committer_of(args) -> str:
+def default_committer(ctx: CliContext) -> str:
+    """The committer when ``--committer`` is not given: ``lakefuse.config.committer_name``
+    (``$LAKEFUSE_USER``, else ``user.name`` of the configuration, else the OS user), the same
+    rule a mount commits by."""
+    from lakefuse.config import committer_name
+
+    return committer_name(ctx.config())
+
+
+def committer_of(ctx: CliContext, args) -> str:
     committer = getattr(args, "committer", None)
     if committer is not None and not committer.strip():
         raise InvalidArgument("--committer must not be empty")
-    return committer or default_committer()
+    return committer or default_committer(ctx)

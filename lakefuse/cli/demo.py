@@ -1,11 +1,13 @@
 """``lakefuse demo``: the README's main job on the embedded default.
 
 Creates (or reuses: every step is skipped when already done) the repository ``demo`` with
-sample data under ``tables/`` and a README committed on ``main``, the tag ``v1`` and the branch
-``dev``; then mounts every repository at ``--mountpoint`` (default ``/mnt/lakefuse``, created if
-missing) in the background with ``lakefuse mount`` and prints what to try.  If the mount command
-is not available or the mount fails, it prints the repository and how to mount by hand;
-``--no-mount`` only shows the repository (``fs ls -r`` and ``log``).
+sample data under ``tables/`` and a README committed on ``main`` in two commits (January's data
+first, then February's sales: so ``main~1`` is an older commit that still has files), the tag
+``v1`` and the branch ``dev``; then mounts every repository at ``--mountpoint`` (default
+``/mnt/lakefuse``, created if missing) in the background with ``lakefuse mount`` and prints
+what to try.  If the mount command is not available or the mount fails, it prints the
+repository and how to mount by hand; ``--no-mount`` only shows the repository (``fs ls -r``
+and ``log``).
 """
 
 from __future__ import annotations
@@ -24,6 +26,9 @@ DEMO_BRANCH = "dev"
 DEFAULT_MOUNTPOINT = "/mnt/lakefuse"
 MOUNT_TIMEOUT_SECONDS = 180.0
 SAMPLE_COMMIT_MESSAGE = "Add sample data"
+SECOND_COMMIT_MESSAGE = "Add February sales"
+#: committed on top of the rest of SAMPLE_FILES, by a second commit
+SECOND_COMMIT_FILES = ("tables/sales/2024-02.csv",)
 
 SAMPLE_FILES: dict[str, str] = {
     "README.md": (
@@ -89,13 +94,13 @@ def prepare_repository(ctx: CliContext) -> list[str]:
     main = repo.default_branch
     if not catalog.list_objects(DEMO_REPOSITORY, main, limit=1).items:
         catalog.reset(DEMO_REPOSITORY, main)
-        for path, text in SAMPLE_FILES.items():
-            content_type = "text/csv" if path.endswith(".csv") else (
-                "application/json" if path.endswith(".json") else "text/markdown")
-            catalog.upload_bytes(DEMO_REPOSITORY, main, path, text.encode("utf-8"), content_type=content_type)
-        commit = catalog.commit(DEMO_REPOSITORY, main, SAMPLE_COMMIT_MESSAGE, default_committer(),
-                                {"source": "lakefuse demo"})
-        done.append(f"committed {len(SAMPLE_FILES)} sample files on '{main}' ({commit.id[:12]})")
+        committer = default_committer(ctx)
+        first = [path for path in SAMPLE_FILES if path not in SECOND_COMMIT_FILES]
+        for message, paths in ((SAMPLE_COMMIT_MESSAGE, first), (SECOND_COMMIT_MESSAGE, SECOND_COMMIT_FILES)):
+            for path in paths:
+                _upload_sample(catalog, main, path)
+            commit = catalog.commit(DEMO_REPOSITORY, main, message, committer, {"source": "lakefuse demo"})
+            done.append(f"committed {len(paths)} sample files on '{main}' ({commit.id[:12]}: {message})")
     try:
         catalog.get_tag(DEMO_REPOSITORY, DEMO_TAG)
     except RefNotFound:
@@ -109,6 +114,12 @@ def prepare_repository(ctx: CliContext) -> list[str]:
     return done
 
 
+def _upload_sample(catalog, branch: str, path: str) -> None:
+    content_type = "text/csv" if path.endswith(".csv") else (
+        "application/json" if path.endswith(".json") else "text/markdown")
+    catalog.upload_bytes(DEMO_REPOSITORY, branch, path, SAMPLE_FILES[path].encode("utf-8"), content_type=content_type)
+
+
 def show_repository(ctx: CliContext) -> None:
     from lakefuse.cli.fs_commands import print_listing
 
@@ -118,7 +129,7 @@ def show_repository(ctx: CliContext) -> None:
     print_listing(catalog, DEMO_REPOSITORY, main, "", True, False, ctx.out)
     _say(ctx)
     _say(ctx, f"$ lakefuse log lakefs://{DEMO_REPOSITORY}/{main}")
-    for commit in catalog.log(DEMO_REPOSITORY, main):
+    for commit in catalog.log(DEMO_REPOSITORY, main, all_parents=True):  # as 'lakefuse log' shows it
         print_commit(commit, ctx.out)
 
 
@@ -166,7 +177,8 @@ def print_tips(ctx: CliContext, mountpoint: str) -> None:
     tips = [
         ("branches and tags of the repository", f"ls {root}"),
         ("read committed data", f"cat {root}/main/tables/sales/2024-01.csv"),
-        ("a tag and an older commit, read-only", f"ls {root}/{DEMO_TAG}/tables {root}/main~1/"),
+        ("a tag, read-only", f"ls {root}/{DEMO_TAG}/tables"),
+        ("an older commit (before February's sales), read-only", f"ls {root}/main~1/tables/sales"),
         ("write on the dev branch", f"cp {root}/main/tables/sales/2024-02.csv {dev}/tables/sales/2024-03.csv"),
         ("see what is not committed yet", f"cat {dev}/.lakefuse/status"),
         ("commit through the control file", f"echo 'Add March' > {dev}/.lakefuse/commit; cat {dev}/.lakefuse/commit"),

@@ -207,7 +207,7 @@ def cmd_upload(ctx: CliContext, args) -> int:
     else:
         entry = catalog.upload_file(uri.repository, uri.ref, path, source, content_type=content_type)
     ctx.out.write(f"Uploaded lakefs://{uri.repository}/{uri.ref}/{path} ({human_size(entry.size)}, "
-                  f"SHA-256 {entry.checksum})\n")
+                  f"checksum {entry.checksum})\n")
     return 0
 
 
@@ -325,7 +325,17 @@ def cmd_download(ctx: CliContext, args) -> int:
 
 def _download_one(catalog, repository: str, ref: str, path: str, target: str):
     import secrets
+    import stat
 
+    try:
+        mode = os.stat(target).st_mode
+    except FileNotFoundError:
+        mode = None
+    if mode is not None and not stat.S_ISREG(mode):  # /dev/null, a FIFO...: write into it, never replace it
+        entry = catalog.stat(repository, ref, path)
+        with open(target, "wb") as out:
+            _stream_entry(catalog, repository, entry, out.write)
+        return entry
     directory, name = os.path.split(os.path.abspath(target))
     temporary = os.path.join(directory, f".{name}.{secrets.token_hex(4)}.lakefuse-part")
     try:

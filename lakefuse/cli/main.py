@@ -28,7 +28,16 @@ import sys
 from contextlib import contextmanager
 
 import lakefuse
-from lakefuse.cli import cache_commands, delegated, demo, fs_commands, ref_commands, repo_commands, version_commands
+from lakefuse.cli import (
+    cache_commands,
+    delegated,
+    demo,
+    fs_commands,
+    mounts_command,
+    ref_commands,
+    repo_commands,
+    version_commands,
+)
 from lakefuse.cli.context import CliContext
 from lakefuse.errors import HookFailed, InvalidArgument, LakefuseError, MergeConflict
 
@@ -101,6 +110,7 @@ def build_parser(argv: list[str] | None = None, ctx: CliContext | None = None) -
     fs_commands.register(subparsers, ctx)
     version_commands.register(subparsers, ctx)
     cache_commands.register(subparsers, ctx)
+    mounts_command.register(subparsers, ctx)
     for command in delegated.DELEGATED:
         _add_delegated(subparsers, ctx, command, chosen)
     demo.register(subparsers, ctx)

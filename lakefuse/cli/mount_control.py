@@ -7,9 +7,11 @@ commit fails; reading the file then gives the new commit ID, or ``error: <reason
 
 The branch directory is found by walking up from the given path to the first directory with a
 ``.lakefuse/commit`` and ``.lakefuse/head`` (the control directory is hidden from readdir but
-answers lookups), stopping at the mount point.  The errno maps back to the error kind through
-the ``errno`` attributes of ``lakefuse.errors``, so the exit code is what the same failure gives
-through ``lakefs://`` (EIO is reported as a storage failure).
+answers lookups), stopping at the mount point.  A path inside a tag, commit or
+ref-expression directory of a mount is ``ReadOnly`` (exit 10), like ``lakefs://`` URIs of
+those refs.  The errno maps back to the error kind through the ``errno`` attributes of
+``lakefuse.errors``, so the exit code is what the same failure gives through ``lakefs://``
+(EIO is reported as a storage failure).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from lakefuse.errors import (
     ReadOnly,
     StorageError,
 )
+from lakefuse.fuse.mountinfo import mounted_at
 
 CONTROL_DIR = ".lakefuse"
 COMMIT_FILE = "commit"
@@ -50,22 +53,103 @@ ERRNO_ERRORS: dict[int, type[LakefuseError]] = {
 }
 
 
-def find_branch_dir(path: str) -> str:
-    """The directory of the branch ``path`` is in (InvalidArgument if none)."""
+def _is_branch_dir(directory: str) -> bool:
+    control = os.path.join(directory, CONTROL_DIR)
+    return os.path.isfile(os.path.join(control, COMMIT_FILE)) and os.path.isfile(os.path.join(control, HEAD_FILE))
+
+
+def find_branch_dir(path: str, home: str | os.PathLike | None = None) -> str:
+    """The directory of the branch ``path`` is in.  ``ReadOnly`` if it is in a tag, commit or
+    ref-expression directory of a mount instead; else InvalidArgument.  ``home``: where the
+    mounts' status files are (``lakefuse.fuse.status``), to know the layout of the mount."""
     if not os.path.exists(path):
         raise InvalidArgument(f"{path}: no such file or directory (expected lakefs://REPO/BRANCH or a path in a mount)")
-    current = os.path.abspath(path)
+    current = start = os.path.abspath(path)
     if not os.path.isdir(current):
-        current = os.path.dirname(current)
+        current = start = os.path.dirname(current)
     while True:
-        control = os.path.join(current, CONTROL_DIR)
-        if os.path.isfile(os.path.join(control, COMMIT_FILE)) and os.path.isfile(os.path.join(control, HEAD_FILE)):
+        if _is_branch_dir(current):
             return current
         parent = os.path.dirname(current)
         if parent == current or os.path.ismount(current):
             break
         current = parent
+    found = read_only_ref_dir(start, home)
+    if found is not None:
+        name, kind = found
+        raise ReadOnly(f"{path}: inside {kind} {name!r} of a lakefuse mount, not a branch: read-only "
+                       "(commit on a branch)")
     raise InvalidArgument(f"{path}: not a lakefs:// URI and not inside a branch of a lakefuse mount")
+
+
+def ref_kind(name: str) -> str:
+    """What a ref directory that is not a branch shows, from its name: ``ref expression``
+    (``~``/``^``), ``commit`` (hex: branch and tag names never are) or ``tag``."""
+    if "~" in name or "^" in name:
+        return "ref expression"
+    if re.fullmatch(r"[0-9a-f]{4,64}", name):
+        return "commit"
+    return "tag"
+
+
+def _mount_point_of(directory: str) -> str | None:
+    current = directory
+    while True:
+        if os.path.ismount(current):
+            return current
+        parent = os.path.dirname(current)
+        if parent == current:
+            return None
+        current = parent
+
+
+def is_lakefuse_mount(mountpoint: str) -> bool:
+    """Whether the filesystem mounted at ``mountpoint`` is a lakefuse mount (``fuse.lakefuse``
+    in /proc/self/mountinfo)."""
+    info = mounted_at(mountpoint)
+    return info is not None and info.fstype == "fuse.lakefuse"
+
+
+def read_only_ref_dir(directory: str, home: str | os.PathLike | None = None) -> tuple[str, str] | None:
+    """``(name, kind)`` of the tag, commit or ref-expression directory of a lakefuse mount that
+    ``directory`` is in or is, else None (not in a mount, a repository directory, the root...).
+
+    The mount's status file gives its layout (which path level holds the refs).  Without one,
+    a directory counts as a ref directory when a sibling is a branch directory (a repository
+    directory always shows its default branch)."""
+    mountpoint = _mount_point_of(directory)
+    if mountpoint is None or not is_lakefuse_mount(mountpoint):
+        return None
+    relative = os.path.relpath(directory, mountpoint)
+    parts = [] if relative == "." else relative.split(os.sep)
+    status = None
+    if home is not None:
+        from lakefuse.fuse.status import status_of_mountpoint
+
+        status = status_of_mountpoint(home, mountpoint)
+    if status is not None and status.get("state") == "mounted":
+        layout = status.get("layout")
+        if layout == "ref":
+            ref = str(status.get("ref") or "")
+            return (ref, ref_kind(ref)) if ref and not _is_branch_dir(mountpoint) else None
+        level = {"all": 1, "repository": 0}.get(layout)
+        if level is None or len(parts) <= level:
+            return None
+        name = parts[level]
+        ref_dir = os.path.join(mountpoint, *parts[:level + 1])
+        return None if _is_branch_dir(ref_dir) else (name, ref_kind(name))
+    current = directory
+    while current != mountpoint:
+        parent = os.path.dirname(current)
+        try:
+            siblings = [entry.path for entry in os.scandir(parent) if entry.is_dir()]
+        except OSError:
+            return None
+        if any(_is_branch_dir(sibling) for sibling in siblings if sibling != current):
+            name = os.path.basename(current)
+            return name, ref_kind(name)
+        current = parent
+    return None
 
 
 def error_for(code: int | None, reason: str) -> LakefuseError:
@@ -117,7 +201,11 @@ def commit_mount_path(ctx, args) -> int:
         raise InvalidArgument(
             f"{', '.join(unsupported)}: not available when committing through a mount path; "
             "use lakefs://REPO/BRANCH")
-    branch_dir = find_branch_dir(args.branch)
+    try:
+        home = ctx.config().home  # where mounts write their status files
+    except LakefuseError:
+        home = None
+    branch_dir = find_branch_dir(args.branch, home)
     commit_id = commit_in_mount(branch_dir, args.message)
     if args.json:
         from lakefuse.cli.output import write_json

@@ -4,6 +4,7 @@ create|list|show|delete``."""
 from __future__ import annotations
 
 from lakefuse.cli.context import (
+    COMMITTER_HELP,
     CliContext,
     committer_of,
     meta_pair,
@@ -75,7 +76,7 @@ def _register_branch(subparsers, ctx: CliContext) -> None:
                         help="for a merge commit: which parent to revert to (1-based)")
     revert.add_argument("--message", help="commit message (default: Revert \"...\")")
     revert.add_argument("--meta", action="append", type=meta_pair, metavar="KEY=VALUE", help="commit metadata")
-    revert.add_argument("--committer", help="committer (default: $USER)")
+    revert.add_argument("--committer", help=COMMITTER_HELP)
     revert.add_argument("--allow-empty", action="store_true", help="commit even if the revert changes nothing")
     revert.add_argument("--json", action="store_true", help="print the new commit as JSON")
     revert.set_defaults(func=lambda args: cmd_branch_revert(ctx, args))
@@ -180,7 +181,7 @@ def cmd_branch_revert(ctx: CliContext, args) -> int:
     uri = ref_arg(args.branch)
     commit_ref = ref_in_repository(args.commit_ref, uri.repository)
     metadata = metadata_of(args.meta)
-    committer = committer_of(args)
+    committer = committer_of(ctx, args)
     if args.message is not None and not args.message.strip():
         from lakefuse.errors import InvalidArgument
 

@@ -9,7 +9,10 @@ conflicting paths after the error line and exit 5.
 
 from __future__ import annotations
 
+import argparse
+
 from lakefuse.cli.context import (
+    COMMITTER_HELP,
     CliContext,
     committer_of,
     meta_pair,
@@ -43,16 +46,21 @@ def register(subparsers, ctx: CliContext) -> None:
     commit.add_argument("--meta", action="append", type=meta_pair, metavar="KEY=VALUE",
                         help="commit metadata (repeatable)")
     commit.add_argument("--allow-empty", action="store_true", help="commit even without changes")
-    commit.add_argument("--committer", help="committer (default: $USER, else 'lakefuse')")
+    commit.add_argument("--committer", help=COMMITTER_HELP)
     commit.add_argument("--json", action="store_true", help="print the new commit as JSON")
     commit.set_defaults(func=lambda args: cmd_commit(ctx, args))
 
-    log = subparsers.add_parser("log", help="show history", description="Show the commits of a ref, newest first.",
-                                epilog="example: lakefuse log lakefs://sales/main~1 --amount 5")
+    log = subparsers.add_parser(
+        "log", help="show history",
+        description="Show the history of a ref, newest first: every commit reachable from it (merged "
+                    "branches' commits too), each once, by creation time, like 'git log'.",
+        epilog="example: lakefuse log lakefs://sales/main~1 --amount 5")
     log.add_argument("ref", metavar="lakefs://REPO/REF")
     log.add_argument("-n", "--amount", type=positive_int, metavar="N", help="show at most N commits")
-    log.add_argument("--all-parents", action="store_true",
-                     help="every ancestor by date, not only first parents")
+    log.add_argument("--first-parent", action="store_true",
+                     help="follow only the first parent of merge commits (the branch's own line of history)")
+    # the default since --first-parent exists; still accepted so older scripts keep working
+    log.add_argument("--all-parents", action="store_true", help=argparse.SUPPRESS)
     log.add_argument("--json", action="store_true", help="print JSON")
     log.set_defaults(func=lambda args: cmd_log(ctx, args))
 
@@ -81,7 +89,7 @@ def register(subparsers, ctx: CliContext) -> None:
                        help="resolve conflicts with the destination's or the source's version")
     merge.add_argument("-m", "--message", help="commit message (default: Merge 'SOURCE' into 'DEST')")
     merge.add_argument("--meta", action="append", type=meta_pair, metavar="KEY=VALUE", help="commit metadata")
-    merge.add_argument("--committer", help="committer (default: $USER, else 'lakefuse')")
+    merge.add_argument("--committer", help=COMMITTER_HELP)
     merge.add_argument("--json", action="store_true", help="print the merge commit as JSON")
     merge.set_defaults(func=lambda args: cmd_merge(ctx, args))
 
@@ -99,7 +107,7 @@ def cmd_commit(ctx: CliContext, args) -> int:
         return commit_mount_path(ctx, args)
     uri = ref_arg(args.branch)
     metadata = metadata_of(args.meta)
-    committer = committer_of(args)
+    committer = committer_of(ctx, args)
     catalog = ctx.catalog
     require_branch(catalog, uri.repository, uri.ref)
     commit = catalog.commit(uri.repository, uri.ref, args.message, committer, metadata, args.allow_empty)
@@ -112,8 +120,10 @@ def cmd_commit(ctx: CliContext, args) -> int:
 
 
 def cmd_log(ctx: CliContext, args) -> int:
+    if args.first_parent and args.all_parents:
+        raise InvalidArgument("--first-parent and --all-parents contradict each other")
     uri = ref_arg(args.ref)
-    commits = ctx.catalog.log(uri.repository, uri.ref, args.amount, args.all_parents)
+    commits = ctx.catalog.log(uri.repository, uri.ref, args.amount, all_parents=not args.first_parent)
     out = ctx.out
     if args.json:
         write_json([commit_dict(commit) for commit in commits])
@@ -141,7 +151,7 @@ def cmd_diff(ctx: CliContext, args) -> int:
         resolved = catalog.resolve(left.repository, left.ref)
         if not resolved.writable:
             raise InvalidArgument(
-                f"{left.ref!r} is a {resolved.kind.value}: only a branch has uncommitted changes "
+                f"{left.ref!r} is {resolved.kind.with_article}: only a branch has uncommitted changes "
                 "(give two refs to compare their commits)")
         differences = catalog.diff_uncommitted(left.repository, left.ref, left.path or "")
     else:
@@ -165,7 +175,7 @@ def cmd_merge(ctx: CliContext, args) -> int:
     repository = same_repository(source, dest)
     _check_message(args.message)
     metadata = metadata_of(args.meta)
-    committer = committer_of(args)
+    committer = committer_of(ctx, args)
     catalog = ctx.catalog
     require_branch(catalog, repository, dest.ref)
     commit = catalog.merge(repository, dest.ref, source.ref, committer, args.message, metadata, args.strategy)

@@ -8,26 +8,19 @@ through the mount's ``BlockCache`` (with read-ahead) for anything remote.
 
 from __future__ import annotations
 
-import getpass
 import os
 from typing import Mapping, Sequence
 
 from lakefuse.checksums import content_hasher
+from lakefuse.config import committer_name
 from lakefuse.errors import ObjectNotFound, RepositoryNotFound
-from lakefuse.fs.backend import Change, ChangeKind, ListedItem, RefKind, ResolvedRef
+from lakefuse.fs.backend import ChangeKind, ListedItem, MountRef, MountRefKind, UncommittedChange
 from lakefuse.fs.readers import BlockCache, LocalFileReader
 from lakefuse.graveler.committed.encoding import record_to_entry
 from lakefuse.graveler.model import Entry
 
-_KINDS = {"branch": RefKind.BRANCH, "tag": RefKind.TAG}
+_KINDS = {"branch": MountRefKind.BRANCH, "tag": MountRefKind.TAG}
 _CHANGES = {"added": ChangeKind.ADDED, "changed": ChangeKind.CHANGED, "removed": ChangeKind.REMOVED}
-
-
-def _committer() -> str:
-    try:
-        return getpass.getuser() + " (lakefuse mount)"
-    except Exception:  # noqa: BLE001 - no user name in this environment
-        return f"uid {os.getuid()} (lakefuse mount)"
 
 
 def _namespace_path(block, entry: Entry) -> str | None:
@@ -44,7 +37,8 @@ class AppBackend:
         self.catalog = app.catalog
         self.graveler = app.graveler
         self.block_cache = block_cache
-        self.committer = committer or _committer()
+        # the CLI's rule: $LAKEFUSE_USER, else user.name of the configuration, else the OS user
+        self.committer = committer or committer_name(getattr(app, "config", None))
 
     # refs ------------------------------------------------------------------------------
 
@@ -58,31 +52,31 @@ class AppBackend:
         except RepositoryNotFound:
             return False
 
-    def list_refs(self, repo: str) -> list[ResolvedRef]:
-        refs = [ResolvedRef(RefKind.BRANCH, b.id, b.commit_id) for b in self.catalog.list_branches(repo)]
-        refs += [ResolvedRef(RefKind.TAG, tag, commit_id) for tag, commit_id in self.catalog.list_tags(repo)]
+    def list_refs(self, repo: str) -> list[MountRef]:
+        refs = [MountRef(MountRefKind.BRANCH, b.id, b.commit_id) for b in self.catalog.list_branches(repo)]
+        refs += [MountRef(MountRefKind.TAG, tag, commit_id) for tag, commit_id in self.catalog.list_tags(repo)]
         return sorted(refs, key=lambda ref: ref.name)
 
-    def resolve_ref(self, repo: str, ref: str) -> ResolvedRef:
+    def resolve_ref(self, repo: str, ref: str) -> MountRef:
         resolved = self.catalog.resolve(repo, ref)
-        kind = _KINDS.get(getattr(resolved.kind, "value", resolved.kind), RefKind.COMMIT)
+        kind = _KINDS.get(getattr(resolved.kind, "value", resolved.kind), MountRefKind.COMMIT)
         commit = resolved.commit
-        return ResolvedRef(kind, ref, commit.id, int(commit.creation_date))
+        return MountRef(kind, ref, commit.id, int(commit.creation_date))
 
     @staticmethod
-    def _ref(ref: ResolvedRef) -> str:
+    def _ref(ref: MountRef) -> str:
         # a branch is read live (staging over its current head); anything else by commit ID
         return ref.name if ref.is_branch else ref.commit_id
 
     # objects ---------------------------------------------------------------------------
 
-    def get_entry(self, repo: str, ref: ResolvedRef, key: str) -> Entry | None:
+    def get_entry(self, repo: str, ref: MountRef, key: str) -> Entry | None:
         try:
             return self.catalog.stat(repo, self._ref(ref), key)
         except ObjectNotFound:
             return None
 
-    def list_entries(self, repo: str, ref: ResolvedRef, prefix: str, after: str = "", limit: int = 1000,
+    def list_entries(self, repo: str, ref: MountRef, prefix: str, after: str = "", limit: int = 1000,
                      delimiter: str = "/") -> list[ListedItem]:
         # straight from the Graveler's records (what Catalog.list_objects does, minus its own
         # row objects): every cold stat and ls of a big directory pays this per entry
@@ -120,10 +114,10 @@ class AppBackend:
     def branch_changes(self, repo: str, branch: str, since: object | None) -> tuple[object, list[str] | None]:
         return self.catalog.branch_changes(repo, branch, since)
 
-    def list_changes(self, repo: str, branch: str, limit: int) -> list[Change]:
+    def list_changes(self, repo: str, branch: str, limit: int) -> list[UncommittedChange]:
         out = []
         for diff in self.catalog.diff_uncommitted(repo, branch):
-            out.append(Change(_CHANGES[getattr(diff.type, "value", diff.type)], diff.path))
+            out.append(UncommittedChange(_CHANGES[getattr(diff.type, "value", diff.type)], diff.path))
             if len(out) >= limit:
                 break
         return out

@@ -1,7 +1,7 @@
 """The narrow interface ``lakefuse.fs`` needs from the rest of lakefuse, and nothing more.
 
 ``LakeBackend`` is what a mounted filesystem asks of the core: list repositories and refs,
-resolve a ref expression, stat and list the objects of a ref (staged + committed for a branch),
+resolve a ref expression (``MountRef``), stat and list the objects of a ref (staged + committed for a branch),
 upload a local file into a branch, stage entries (renames, deletions, metadata changes), commit,
 list uncommitted changes, and open an object's data for reading.
 
@@ -22,24 +22,31 @@ from typing import Iterable, Mapping, NamedTuple, Protocol, Sequence
 from lakefuse.graveler.model import Entry
 
 
-class RefKind(str, enum.Enum):
+class MountRefKind(str, enum.Enum):
+    """What a name under a repository directory is, as far as a mount cares: a branch (live
+    and writable), a tag, or anything else that names one commit.  Coarser than the core's
+    ``lakefuse.graveler.refexpr.RefKind``, which tells commit IDs from ``~``/``^`` expressions."""
+
     BRANCH = "branch"
     TAG = "tag"
     COMMIT = "commit"  # a commit ID, a unique prefix of one, or any ref expression
 
 
 @dataclass(frozen=True, slots=True)
-class ResolvedRef:
-    """What a name under a repository directory points at."""
+class MountRef:
+    """What a name under a repository directory points at.  Not the core's
+    ``lakefuse.graveler.refexpr.ResolvedRef`` (which holds the ``Commit`` and ``Branch``
+    records): a flat, hashable value a backend can build from any source, and all a tree
+    keeps of its ref (its name as looked up, its commit, that commit's time)."""
 
-    kind: RefKind
+    kind: MountRefKind
     name: str  # as looked up: branch or tag name, ref expression or commit ID
     commit_id: str  # for a branch: its head when resolved
     commit_time: int = 0  # creation date of that commit (seconds since the epoch)
 
     @property
     def is_branch(self) -> bool:
-        return self.kind is RefKind.BRANCH
+        return self.kind is MountRefKind.BRANCH
 
 
 class ListedItem(NamedTuple):
@@ -57,7 +64,11 @@ class ChangeKind(str, enum.Enum):
 
 
 @dataclass(frozen=True, slots=True)
-class Change:
+class UncommittedChange:
+    """One line of ``.lakefuse/status``: a key the branch's staging area changes.  Not the
+    core's ``lakefuse.graveler.graveler.Change`` (a byte key with both sides' records): only
+    what the status file shows."""
+
     kind: ChangeKind
     key: str
 
@@ -76,18 +87,18 @@ class LakeBackend(Protocol):
 
     def repository_exists(self, repo: str) -> bool: ...
 
-    def list_refs(self, repo: str) -> list[ResolvedRef]:
+    def list_refs(self, repo: str) -> list[MountRef]:
         """Every branch and tag of the repository (``commit_time`` may be 0: unknown).
         Raises RepositoryNotFound."""
 
-    def resolve_ref(self, repo: str, ref: str) -> ResolvedRef:
+    def resolve_ref(self, repo: str, ref: str) -> MountRef:
         """A branch, a tag, a commit ID (or unique prefix) or a ref expression (``main~2``).
         Raises RepositoryNotFound, RefNotFound, AmbiguousRef, InvalidArgument."""
 
-    def get_entry(self, repo: str, ref: ResolvedRef, key: str) -> Entry | None:
+    def get_entry(self, repo: str, ref: MountRef, key: str) -> Entry | None:
         """The object at ``key``; for a branch the live state (staging over its head)."""
 
-    def list_entries(self, repo: str, ref: ResolvedRef, prefix: str, after: str = "", limit: int = 1000,
+    def list_entries(self, repo: str, ref: MountRef, prefix: str, after: str = "", limit: int = 1000,
                      delimiter: str = "/") -> list[ListedItem]:
         """Up to ``limit`` items with key starting with ``prefix`` and greater than ``after``,
         in key order.  With a delimiter, keys with a delimiter after the prefix collapse into
@@ -124,7 +135,7 @@ class LakeBackend(Protocol):
 
     def branch_head(self, repo: str, branch: str) -> str: ...
 
-    def list_changes(self, repo: str, branch: str, limit: int) -> list[Change]:
+    def list_changes(self, repo: str, branch: str, limit: int) -> list[UncommittedChange]:
         """Uncommitted changes of the branch, in key order, at most ``limit``."""
 
     def open_reader(self, repo: str, entry: Entry) -> DataReader: ...
@@ -145,7 +156,7 @@ class LakeBackend(Protocol):
         changed to list.  Raises RefNotFound once the branch is gone."""
 
 
-def iter_listing(backend: LakeBackend, repo: str, ref: ResolvedRef, prefix: str, *, delimiter: str = "/",
+def iter_listing(backend: LakeBackend, repo: str, ref: MountRef, prefix: str, *, delimiter: str = "/",
                  page: int = 1000) -> Iterable[ListedItem]:
     """Every item of a listing, fetched ``page`` at a time."""
     after = ""

@@ -35,7 +35,7 @@ from lakefuse.errors import (
     RefNotFound,
     RepositoryNotFound,
 )
-from lakefuse.fs.backend import Change, ChangeKind, ListedItem, RefKind, ResolvedRef
+from lakefuse.fs.backend import ChangeKind, ListedItem, MountRef, MountRefKind, UncommittedChange
 from lakefuse.graveler.model import Entry
 
 _EXPR_RE = re.compile(r"^(?P<base>[^~^]+)(?P<ops>(?:[~^]\d*)*)$")
@@ -150,26 +150,26 @@ class MemoryBackend:
         self.calls["repository_exists"] += 1
         return repo in self._repos
 
-    def list_refs(self, repo: str) -> list[ResolvedRef]:
+    def list_refs(self, repo: str) -> list[MountRef]:
         self.calls["list_refs"] += 1
         with self._lock:
             r = self._repo(repo)
-            refs = [ResolvedRef(RefKind.BRANCH, name, b.head) for name, b in r.branches.items()]
-            refs += [ResolvedRef(RefKind.TAG, name, cid) for name, cid in r.tags.items()]
+            refs = [MountRef(MountRefKind.BRANCH, name, b.head) for name, b in r.branches.items()]
+            refs += [MountRef(MountRefKind.TAG, name, cid) for name, cid in r.tags.items()]
             return sorted(refs, key=lambda ref: ref.name)
 
-    def resolve_ref(self, repo: str, ref: str) -> ResolvedRef:
+    def resolve_ref(self, repo: str, ref: str) -> MountRef:
         self.calls["resolve_ref"] += 1
         with self._lock:
             return self._resolve(self._repo(repo), ref)
 
-    def get_entry(self, repo: str, ref: ResolvedRef, key: str) -> Entry | None:
+    def get_entry(self, repo: str, ref: MountRef, key: str) -> Entry | None:
         self.calls["get_entry"] += 1
         with self._lock:
             tree, _ = self._view(self._repo(repo), ref)
             return tree.get(key)
 
-    def list_entries(self, repo: str, ref: ResolvedRef, prefix: str, after: str = "", limit: int = 1000,
+    def list_entries(self, repo: str, ref: MountRef, prefix: str, after: str = "", limit: int = 1000,
                      delimiter: str = "/") -> list[ListedItem]:
         self.calls["list_entries"] += 1
         with self._lock:
@@ -273,7 +273,7 @@ class MemoryBackend:
         with self._lock:
             return self._branch(self._repo(repo), branch).head
 
-    def list_changes(self, repo: str, branch: str, limit: int) -> list[Change]:
+    def list_changes(self, repo: str, branch: str, limit: int) -> list[UncommittedChange]:
         self.calls["list_changes"] += 1
         with self._lock:
             r = self._repo(repo)
@@ -283,11 +283,11 @@ class MemoryBackend:
             for key in sorted(b.staging):
                 entry, old = b.staging[key], head.get(key)
                 if entry is None and old is not None:
-                    out.append(Change(ChangeKind.REMOVED, key))
+                    out.append(UncommittedChange(ChangeKind.REMOVED, key))
                 elif entry is not None and old is None:
-                    out.append(Change(ChangeKind.ADDED, key))
+                    out.append(UncommittedChange(ChangeKind.ADDED, key))
                 elif entry is not None and entry != old:
-                    out.append(Change(ChangeKind.CHANGED, key))
+                    out.append(UncommittedChange(ChangeKind.CHANGED, key))
                 if len(out) >= limit:
                     break
             return out
@@ -340,8 +340,8 @@ class MemoryBackend:
         r.commits[cid] = c
         return c
 
-    def _view(self, r: _Repo, ref: ResolvedRef) -> tuple[dict[str, Entry], list[str]]:
-        if ref.kind is RefKind.BRANCH:
+    def _view(self, r: _Repo, ref: MountRef) -> tuple[dict[str, Entry], list[str]]:
+        if ref.kind is MountRefKind.BRANCH:
             b = self._branch(r, ref.name)
             if b.view is None:
                 tree = dict(r.commits[b.head].tree)
@@ -357,13 +357,13 @@ class MemoryBackend:
             raise RefNotFound(f"commit {ref.commit_id!r} not found")
         return c.tree, c.keys
 
-    def _resolve(self, r: _Repo, ref: str) -> ResolvedRef:
+    def _resolve(self, r: _Repo, ref: str) -> MountRef:
         if ref in r.branches:
             head = r.commits[r.branches[ref].head]
-            return ResolvedRef(RefKind.BRANCH, ref, head.id, head.creation_date)
+            return MountRef(MountRefKind.BRANCH, ref, head.id, head.creation_date)
         if ref in r.tags:
             c = r.commits[r.tags[ref]]
-            return ResolvedRef(RefKind.TAG, ref, c.id, c.creation_date)
+            return MountRef(MountRefKind.TAG, ref, c.id, c.creation_date)
         m = _EXPR_RE.match(ref)
         if not m:
             raise RefNotFound(f"ref {ref!r} not found in repository {r.name!r}")
@@ -395,4 +395,4 @@ class MemoryBackend:
                     raise RefNotFound(f"ref {ref!r}: commit has no parent number {n}")
                 cid = parents[n - 1]
         c = r.commits[cid]
-        return ResolvedRef(RefKind.COMMIT, ref, cid, c.creation_date)
+        return MountRef(MountRefKind.COMMIT, ref, cid, c.creation_date)

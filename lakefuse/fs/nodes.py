@@ -5,6 +5,11 @@ ref's tree, the control directory or one of its files), the lookup counts the ke
 ``lookup``/``forget`` protocol maintains, and the index (what -> inode) that keeps one inode
 per path while the kernel knows it.  A node leaves the table when the kernel has forgotten it
 and no file handle uses it.
+
+Node keys (what a node stands for, the index's key) are plain tuples made only in this
+module (``path_key`` and its siblings, and ``InodeTable.find_path``): one is made per lookup
+and per listed entry, and a tuple is the cheapest hashable record (a NamedTuple costs several
+times more).
 """
 
 from __future__ import annotations
@@ -12,9 +17,38 @@ from __future__ import annotations
 import enum
 import errno
 import threading
-from typing import Callable, Hashable
+from typing import Hashable
 
 ROOT_INODE = 1
+
+#: the index key of a node: made by the constructors below, compared and hashed, never taken apart
+NodeKey = tuple
+
+#: the node listing every repository (the root of a mount of everything)
+REPOSITORIES_KEY: NodeKey = ("repositories",)
+
+
+def repository_key(repo: str) -> NodeKey:
+    """The node of a repository (it lists branches and tags)."""
+    return ("repo", repo)
+
+
+_PATH = "t"
+
+
+def path_key(tree_key: Hashable, path: str) -> NodeKey:
+    """The node of ``path`` in the tree ``tree_key`` (``Tree.key``); '' is the ref itself."""
+    return (_PATH, tree_key, path)
+
+
+def control_dir_key(tree_key: Hashable) -> NodeKey:
+    """The node of a branch's ``.lakefuse`` directory."""
+    return ("ctl", tree_key)
+
+
+def control_file_key(tree_key: Hashable, name: str) -> NodeKey:
+    """The node of the file ``name`` in a branch's ``.lakefuse`` directory."""
+    return ("ctlf", tree_key, name)
 
 
 class NodeKind(enum.Enum):
@@ -34,7 +68,7 @@ class Node:
     __slots__ = ("ino", "kind", "key", "repo", "tree", "path", "lookups", "stat", "expires",
                  "open_file", "attached", "entry_timeout", "name", "cache_id", "attrs_cache")
 
-    def __init__(self, ino: int, kind: NodeKind, key: Hashable, *, repo=None, tree=None, path: str = "",
+    def __init__(self, ino: int, kind: NodeKind, key: NodeKey, *, repo=None, tree=None, path: str = "",
                  stat=None, expires: float = 0.0, entry_timeout: float | None = None, name: str = ""):
         self.ino = ino
         self.kind = kind
@@ -62,11 +96,8 @@ class InodeTable:
     def __init__(self):
         self.lock = threading.RLock()
         self._nodes: dict[int, Node] = {}
-        self._index: dict[Hashable, Node] = {}
+        self._index: dict[NodeKey, Node] = {}
         self._next_ino = ROOT_INODE + 1
-
-    def __len__(self) -> int:
-        return len(self._nodes)
 
     def set_root(self, node: Node) -> None:
         with self.lock:
@@ -79,15 +110,18 @@ class InodeTable:
             raise OSError(errno.ESTALE, f"unknown inode {ino}")
         return node
 
-    def find(self, key: Hashable) -> Node | None:
-        return self._index.get(key)
+    def find_path(self, tree_key: Hashable, path: str) -> Node | None:
+        """The node of ``path_key(tree_key, path)``, if any (one call: per lookup and listed
+        entry)."""
+        return self._index.get((_PATH, tree_key, path))
 
     def nodes(self) -> list[Node]:
         with self.lock:
             return list(self._nodes.values())
 
-    def child(self, key: Hashable, kind: NodeKind, make: Callable[[int], Node]) -> Node:
-        """The node of ``key`` if it exists with this kind, else a new one from ``make(ino)``
+    def child(self, key: NodeKey, kind: NodeKind, *, repo=None, tree=None, path: str = "", stat=None,
+              expires: float = 0.0, name: str = "") -> Node:
+        """The node of ``key`` if it exists with this kind, else a new one with these fields
         (which replaces any node of another kind at that key)."""
         with self.lock:
             node = self._index.get(key)
@@ -95,7 +129,8 @@ class InodeTable:
                 return node
             if node is not None:
                 self.detach(node)
-            node = make(self._next_ino)
+            node = Node(self._next_ino, kind, key, repo=repo, tree=tree, path=path, stat=stat, expires=expires,
+                        name=name)
             self._next_ino += 1
             self._nodes[node.ino] = node
             self._index[key] = node
@@ -110,7 +145,7 @@ class InodeTable:
             node.attached = False
             self.drop_if_unused(node)
 
-    def rekey(self, node: Node, new_key: Hashable) -> Node | None:
+    def rekey(self, node: Node, new_key: NodeKey) -> Node | None:
         """Move ``node`` to ``new_key``; returns the node that was there (now detached)."""
         with self.lock:
             if self._index.get(node.key) is node:

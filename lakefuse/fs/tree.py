@@ -18,6 +18,7 @@ invalidated it.
 
 from __future__ import annotations
 
+import errno
 import threading
 import time
 from typing import NamedTuple
@@ -25,7 +26,7 @@ from typing import NamedTuple
 import cachetools
 
 from lakefuse.errors import InvalidName, NameTooLong, RefNotFound
-from lakefuse.fs.backend import LakeBackend, ResolvedRef
+from lakefuse.fs.backend import LakeBackend, MountRef
 from lakefuse.fs.lru import LRUDict
 from lakefuse.graveler.model import Entry
 
@@ -76,6 +77,21 @@ def displayable(name: str) -> bool:
     return bool(name) and name not in (".", "..") and len(name.encode("utf-8", "surrogateescape")) <= MAX_NAME_BYTES
 
 
+def decode_name(name: bytes | str) -> str:
+    """A name from the kernel as text (names are UTF-8 in the core): EILSEQ if it is not."""
+    if isinstance(name, str):
+        return name
+    try:
+        return name.decode("utf-8")
+    except UnicodeDecodeError:
+        raise OSError(errno.EILSEQ, "file names must be valid UTF-8") from None
+
+
+def tree_key(repo: str, ref: MountRef) -> tuple:
+    """What tells trees apart: a branch by name (its head moves), anything else by commit."""
+    return (repo, ref.kind.value, ref.name, None if ref.is_branch else ref.commit_id)
+
+
 def ancestors(paths) -> set[str]:
     """Every directory above any of ``paths`` (not the tree root '')."""
     out = set()
@@ -96,14 +112,14 @@ def _entries_in(pages: dict) -> int:
 class Tree:
     """The tree of one ref of one repository; thread-safe."""
 
-    def __init__(self, backend: LakeBackend, repo: str, ref: ResolvedRef, *, writable: bool,
+    def __init__(self, backend: LakeBackend, repo: str, ref: MountRef, *, writable: bool,
                  ttl: float | None, cache_entries: int = 200_000, change_feed=None):
         self.backend = backend
         self.repo = repo
         self.ref = ref
         self.writable = writable
         self.ttl = ttl  # None: immutable, cached until evicted
-        self.key = (repo, ref.kind.value, ref.name, None if ref.is_branch else ref.commit_id)
+        self.key = tree_key(repo, ref)
         self._cache = LRUDict(cache_entries)  # path -> (PathStat or None, expires)
         #: directory path -> {(after, limit): (list_dir result, expires)}
         self._pages: cachetools.LRUCache = cachetools.LRUCache(maxsize=LISTED_ENTRIES_KEPT, getsizeof=_entries_in)

@@ -29,7 +29,8 @@ import sys
 import time
 from pathlib import Path
 
-from lakefuse.errors import InvalidArgument, LakefuseError
+from lakefuse.errors import InvalidArgument, LakefuseError, MountPointInUse
+from lakefuse.fuse.mountinfo import process_alive
 
 log = logging.getLogger("lakefuse.mount")
 
@@ -46,7 +47,7 @@ class MountError(LakefuseError):
 # ---------------------------------------------------------------------------- arguments
 
 def add_mount_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("mountpoint", help="an existing empty directory")
+    parser.add_argument("mountpoint", help="an existing empty directory (not already a mount point)")
     parser.add_argument("uri", nargs="?", default=None,
                         help="lakefs://REPO (its branches and tags at the root) or lakefs://REPO/REF (that "
                              "ref's objects at the root); default: every repository")
@@ -116,10 +117,28 @@ class _Plan:
     ref: str | None
 
 
+def check_mountpoint(mountpoint: str) -> None:
+    """One-line errors for a mount point that cannot be used: already a mount point or not
+    empty (``MountPointInUse``), missing or not a directory (``InvalidArgument``)."""
+    from lakefuse.fuse.runner import is_mounted
+
+    if is_mounted(mountpoint):  # first: a stale FUSE mount fails every other check with ENOTCONN
+        raise MountPointInUse(f"{mountpoint} is already a mount point (unmount it first: lakefuse umount {mountpoint})")
+    if not os.path.lexists(mountpoint):
+        raise InvalidArgument(f"mount point {mountpoint} does not exist (create it: mkdir -p {mountpoint})")
+    if not os.path.isdir(mountpoint):
+        raise InvalidArgument(f"mount point {mountpoint} is not a directory")
+    try:
+        entries = len(os.listdir(mountpoint))
+    except OSError as exc:
+        raise InvalidArgument(f"mount point {mountpoint}: cannot list it: {exc.strerror}") from None
+    if entries:
+        raise MountPointInUse(f"mount point {mountpoint} is not empty ({entries} entries the mount would hide): "
+                              "mount on an empty directory")
+
+
 def _plan(args) -> _Plan:
     mountpoint = os.path.abspath(args.mountpoint)
-    if not os.path.isdir(mountpoint):
-        raise InvalidArgument(f"mount point {mountpoint} does not exist or is not a directory")
     repo = ref = None
     if args.uri:
         from lakefuse.uri import parse_uri
@@ -171,21 +190,11 @@ def _spool_dir(home: Path) -> str:
     base.mkdir(parents=True, exist_ok=True)
     for child in base.iterdir():
         m = re.fullmatch(r"(\d+)-\d+", child.name)
-        if m and not _alive(int(m.group(1))):
+        if m and not process_alive(int(m.group(1))):
             shutil.rmtree(child, ignore_errors=True)
     path = base / f"{os.getpid()}-{time.time_ns()}"
     path.mkdir()
     return str(path)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-        return True
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
 
 
 def sd_notify(state: str) -> bool:
@@ -205,24 +214,26 @@ def sd_notify(state: str) -> bool:
         return False
 
 
-def _serve(args, plan: _Plan, on_ready) -> None:
+def _serve(args, plan: _Plan, on_ready, log_file: str | None = None) -> None:
     """Build the filesystem over the configured core and serve it (returns when unmounted)."""
     from lakefuse.app import App
     from lakefuse.fs.app_backend import AppBackend
     from lakefuse.fs.filesystem import LakeFilesystem
     from lakefuse.fs.readers import BlockCache, DiskBlockStore, RamBlockStore
     from lakefuse.fuse.runner import MountOptions, serve
+    from lakefuse.fuse.status import MountStatusFile, layout_of
 
     config = _config(args)
     app = App(config)
     block_cache = None
+    disk_cache = None
     spool = None
     try:
         if config.cache.disk_bytes > 0:
             from lakefuse.cache import DiskCache
 
-            store = DiskBlockStore(DiskCache(Path(config.cache.dir) / "blocks", config.cache.disk_bytes,
-                                             name="blocks"))
+            disk_cache = DiskCache(Path(config.cache.dir) / "blocks", config.cache.disk_bytes, name="blocks")
+            store = DiskBlockStore(disk_cache)
         else:
             store = RamBlockStore(min(config.cache.ram_bytes, 256 * 1024 * 1024))
         block_cache = BlockCache(store)
@@ -239,11 +250,17 @@ def _serve(args, plan: _Plan, on_ready) -> None:
             sd_notify("READY=1\nSTATUS=serving " + plan.mountpoint)
             on_ready()
 
-        serve(fs, plan.mountpoint, options, on_ready=ready)
+        uri = None if plan.repo is None else f"lakefs://{plan.repo}" + (f"/{plan.ref}" if plan.ref else "")
+        status = MountStatusFile(config.home, plan.mountpoint, {
+            "uri": uri, "repository": plan.repo, "ref": plan.ref, "layout": layout_of(plan.repo, plan.ref),
+            "read_only": bool(args.read_only), "log_file": os.path.abspath(log_file) if log_file else None})
+        serve(fs, plan.mountpoint, options, on_ready=ready, status=status)
         sd_notify("STOPPING=1")
     finally:
         if block_cache is not None:
             block_cache.close()
+        if disk_cache is not None:
+            disk_cache.close()  # persists its counters for 'lakefuse cache status'
         if spool is not None:
             shutil.rmtree(spool, ignore_errors=True)
         app.close()
@@ -251,13 +268,10 @@ def _serve(args, plan: _Plan, on_ready) -> None:
 
 def mount_main(args) -> int:
     plan = _plan(args)
-    from lakefuse.fuse.runner import is_mounted
-
-    if is_mounted(plan.mountpoint):
-        raise MountError(f"{plan.mountpoint} is already a mount point")
+    check_mountpoint(plan.mountpoint)
     if args.foreground:
         _setup_logging(args.log_level, args.log_file, use_stderr=True)
-        _serve(args, plan, on_ready=lambda: None)
+        _serve(args, plan, on_ready=lambda: None, log_file=args.log_file)
         return 0
     return _daemonize(args, plan)
 
@@ -284,13 +298,14 @@ def _daemonize(args, plan: _Plan) -> int:
             for fd in (0, 1, 2):
                 os.dup2(devnull, fd)
             os.close(devnull)
-            _setup_logging(args.log_level, args.log_file or _default_log_file(plan.mountpoint), use_stderr=False)
+            log_file = args.log_file or _default_log_file(plan.mountpoint)
+            _setup_logging(args.log_level, log_file, use_stderr=False)
 
             def ready() -> None:
                 os.write(write_end, b"ok\n")
                 os.close(write_end)
 
-            _serve(args, plan, on_ready=ready)
+            _serve(args, plan, on_ready=ready, log_file=log_file)
             code = 0
         except LakefuseError as exc:
             code = exc.exit_code

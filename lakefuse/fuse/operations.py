@@ -6,12 +6,21 @@ attributes) and what goes to a worker thread (anything that may touch the databa
 the disk), and the one error boundary (``fuse_errors``): ``LakefuseError`` and ``OSError``
 become their errno, anything unexpected is logged and answered with EIO, so one bad call never
 takes the mount down.
+
+Logging and counting of errors: ordinary answers (ENOENT of a lookup, EROFS under a tag...)
+are logged at DEBUG; EIO (storage failures, corrupted data) and any error of a ``read`` (the
+file is open: ENOENT there means its bytes are gone from storage) at WARNING; anything that
+is neither a ``LakefuseError`` nor an ``OSError`` (a bug) at ERROR with its traceback; each
+with the operation, the inode or handle and the ``lakefs://`` path it was about.  Every errno
+answered is counted per operation (``LakeOperations.errors``: operation -> {errno: count});
+the runner writes the counts to the mount's status file and logs them at unmount.
 """
 
 from __future__ import annotations
 
 import errno
 import functools
+import inspect
 import logging
 import time
 
@@ -22,6 +31,7 @@ from lakefuse.errors import LakefuseError
 from lakefuse.fs.filesystem import Attributes, LakeFilesystem, OpenResult, WouldBlock
 from lakefuse.fuse.passthrough import KernelBackingFiles, granted_session_fd, has_cap_sys_admin
 from lakefuse.fuse.spin import RequestSpinner
+from lakefuse.fuse.status import errno_name
 
 log = logging.getLogger(__name__)
 
@@ -31,29 +41,57 @@ WORKER_THREADS = 16
 READ_BUFFER_BYTES = 1024 * 1024
 
 
+#: errnos that say something went wrong in lakefuse or its storage, not in the request: logged
+#: at WARNING (everything else a handler answers is an ordinary answer, logged at DEBUG)
+UNEXPECTED_ERRNOS = frozenset({errno.EIO})
+#: operations whose every error is unexpected: a read of an open file (its object's bytes
+#: missing from storage, say, answers ENOENT)
+UNEXPECTED_OPERATIONS = frozenset({"read"})
+
+
+def is_unexpected(operation: str, code: int) -> bool:
+    return code in UNEXPECTED_ERRNOS or operation in UNEXPECTED_OPERATIONS
+
+
 def fuse_errors(handler=None, *, spin: bool = True):
-    """Answer every failure of a handler with an errno; log what is not a user error.  Then tell
-    the request spinner: ``beat()``, or with ``spin=False`` (handlers whose work goes on in
-    other threads) ``hush()``."""
+    """Answer every failure of a handler with an errno; log what is not a user error (see the
+    module docstring) and count every errno per operation.  Then tell the request spinner:
+    ``beat()``, or with ``spin=False`` (handlers whose work goes on in other threads)
+    ``hush()``."""
     if handler is None:
         return functools.partial(fuse_errors, spin=spin)
+    operation = handler.__name__
+    params = tuple(inspect.signature(handler).parameters)[1:]  # without self
 
     @functools.wraps(handler)
     async def wrapper(self, *args):
         try:
             return await handler(self, *args)
-        except pyfuse3.FUSEError:
+        except pyfuse3.FUSEError as exc:
+            _count(self, operation, exc.errno)
             raise
         except LakefuseError as exc:
-            log.debug("%s: %s: %s", handler.__name__, type(exc).__name__, exc)
-            raise pyfuse3.FUSEError(exc.errno) from None
+            code = exc.errno
+            _count(self, operation, code)
+            if is_unexpected(operation, code):
+                log.warning("%s (%s): %s: %s: %s", operation, _describe(self, params, args), errno_name(code),
+                            type(exc).__name__, exc)
+            else:
+                log.debug("%s: %s: %s", operation, type(exc).__name__, exc)
+            raise pyfuse3.FUSEError(code) from None
         except OSError as exc:
-            log.debug("%s: %s", handler.__name__, exc)
-            raise pyfuse3.FUSEError(exc.errno or errno.EIO) from None
+            code = exc.errno or errno.EIO
+            _count(self, operation, code)
+            if is_unexpected(operation, code):
+                log.warning("%s (%s): %s: %s", operation, _describe(self, params, args), errno_name(code), exc)
+            else:
+                log.debug("%s: %s", operation, exc)
+            raise pyfuse3.FUSEError(code) from None
         except (trio.Cancelled, KeyboardInterrupt):
             raise
         except BaseException:  # noqa: BLE001 - the boundary: log, answer EIO, keep serving
-            log.exception("unexpected error in %s%r", handler.__name__, args[:3])
+            _count(self, operation, errno.EIO)
+            log.exception("unexpected error in %s (%s), answered EIO", operation, _describe(self, params, args))
             raise pyfuse3.FUSEError(errno.EIO) from None
         finally:
             if spin:
@@ -62,6 +100,42 @@ def fuse_errors(handler=None, *, spin: bool = True):
                 self.spinner.hush()
 
     return wrapper
+
+
+def _count(handlers, operation: str, code: int) -> None:
+    count = getattr(handlers, "count_error", None)  # fuse_errors also serves other handler classes
+    if count is not None:
+        count(operation, code)
+
+
+def _describe(handlers, params: tuple[str, ...], args: tuple) -> str:
+    describe = getattr(handlers, "describe", None)
+    if describe is not None:
+        return describe(params, args)
+    return ", ".join(f"{key} {value!r}" for key, value in zip(params, args) if key != "ctx") or "-"
+
+
+def _text(name) -> str:
+    return name.decode("utf-8", "surrogateescape") if isinstance(name, bytes) else str(name)
+
+
+def _node_uri(node) -> str | None:
+    """``lakefs://repo/ref/path`` of a node of ``LakeFilesystem``'s inode table (best effort)."""
+    repo = getattr(node, "repo", None)
+    if not repo:
+        return None
+    parts = [repo]
+    tree = getattr(node, "tree", None)
+    ref = getattr(getattr(tree, "ref", None), "name", None)
+    if ref:
+        parts.append(ref)
+        path = getattr(node, "path", "") or ""
+        if path:
+            parts.append(path.rstrip("/"))
+        name = getattr(node, "name", "")
+        if name and getattr(getattr(node, "kind", None), "value", "") == "control-file":
+            parts.append(f".lakefuse/{name}")
+    return "lakefs://" + "/".join(parts)
 
 
 def entry_attributes(attrs: Attributes) -> pyfuse3.EntryAttributes:
@@ -123,6 +197,56 @@ class LakeOperations(pyfuse3.Operations):
         # answers of reads served on the event loop; reused: pyfuse3 copies a read's answer
         # to the kernel right after the handler returns, before any other task runs
         self._read_buffer = bytearray(READ_BUFFER_BYTES)
+        #: errno answers per operation: {"read": {errno.EIO: 2}}; changed on the trio thread only
+        self.errors: dict[str, dict[int, int]] = {}
+        #: grows with every counted error (tells a status writer something changed)
+        self.errors_version = 0
+
+    # ------------------------------------------------------------------ errors
+
+    def count_error(self, operation: str, code: int) -> None:
+        counts = self.errors.get(operation)
+        if counts is None:
+            counts = self.errors[operation] = {}
+        counts[code] = counts.get(code, 0) + 1
+        self.errors_version += 1
+
+    def error_counts(self) -> dict[str, dict[int, int]]:
+        """A copy of ``errors``."""
+        return {operation: dict(counts) for operation, counts in self.errors.items()}
+
+    def unexpected_errors(self) -> int:
+        """How many answers were unexpected errors (logged at WARNING or above)."""
+        return sum(count for operation, counts in self.errors.items() for code, count in counts.items()
+                   if is_unexpected(operation, code))
+
+    def describe(self, params: tuple[str, ...], args: tuple) -> str:
+        """What a request was about, for a log line: ``inode 12, lakefs://sales/v1/a.csv``
+        (best effort: never raises)."""
+        try:
+            named = dict(zip(params, args))
+            parts = []
+            node = None
+            if "fh" in named:
+                parts.append(f"handle {named['fh']}")
+                node = self.fs.node_of_handle(named["fh"])
+            inode_key = next((key for key in ("inode", "parent_inode", "parent_inode_old") if key in named), None)
+            if inode_key is not None:
+                parts.append(f"inode {named[inode_key]}")
+                node = self.fs.table.get(named[inode_key])
+            uri = _node_uri(node)
+            name = named.get("name", named.get("name_old"))
+            if name is not None and inode_key in ("parent_inode", "parent_inode_old"):
+                name = _text(name)  # a name in that directory
+                uri = f"{uri.rstrip('/')}/{name}" if uri else None
+                parts.append(f"name {name!r}")
+            elif name is not None:
+                parts.append(f"xattr {_text(name)!r}")
+            if uri:
+                parts.append(uri)
+            return ", ".join(parts) or "-"
+        except Exception:  # noqa: BLE001 - a log line must not fail the request
+            return ", ".join(f"{key} {value!r}" for key, value in zip(params, args) if key != "ctx") or "-"
 
     def init(self):
         """FUSE_INIT is answered: if the kernel granted passthrough, let the filesystem use it."""

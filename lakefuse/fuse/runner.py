@@ -7,8 +7,10 @@ Owns the kernel mount options (``fsname``/``subtype`` so ``mount`` and ``df`` sa
 requests), the request spinner (``spin.py``: the loop keeps polling for ``spin`` seconds after
 each request), the change watcher (every ``change_poll`` seconds ``LakeFilesystem.poll_changes``
 says what other writers changed on the branches, and the kernel's entries and attributes of
-those paths are invalidated), and the end: SIGTERM/SIGINT/SIGHUP upload written files, then
-unmount; an external ``umount`` ends the loop the same way.
+those paths are invalidated), the mount's status file (``status.py``: written once ready, when
+the error counters of ``LakeOperations`` change, and at the end, when the counters are also
+logged), and the end: SIGTERM/SIGINT/SIGHUP upload written files, then unmount; an external
+``umount`` ends the loop the same way.
 """
 
 from __future__ import annotations
@@ -26,8 +28,10 @@ import trio
 
 from lakefuse.errors import LakefuseError
 from lakefuse.fs.filesystem import Invalidations, LakeFilesystem
+from lakefuse.fuse.mountinfo import mounted_at
 from lakefuse.fuse.operations import LakeOperations
 from lakefuse.fuse.spin import DEFAULT_WINDOW_SECONDS, RequestSpinner
+from lakefuse.fuse.status import STATUS_INTERVAL_SECONDS, MountStatusFile, format_counts
 
 log = logging.getLogger(__name__)
 
@@ -66,32 +70,11 @@ def kernel_options(options: MountOptions) -> set[str]:
     return opts
 
 
-def _unescape_mountinfo(text: str) -> str:
-    out, i = [], 0
-    while i < len(text):
-        if text[i] == "\\" and i + 3 < len(text) and text[i + 1:i + 4].isdigit():
-            out.append(chr(int(text[i + 1:i + 4], 8)))
-            i += 4
-        else:
-            out.append(text[i])
-            i += 1
-    return "".join(out)
-
-
 def mount_device(mountpoint: str) -> str | None:
     """``major:minor`` of the filesystem mounted at ``mountpoint`` (the last one mounted
     there), read from /proc/self/mountinfo without touching the mount itself."""
-    target = os.path.realpath(mountpoint)
-    found = None
-    try:
-        with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as f:
-            for line in f:
-                fields = line.split()
-                if len(fields) > 4 and _unescape_mountinfo(fields[4]) == target:
-                    found = fields[2]
-    except OSError:
-        return None
-    return found
+    info = mounted_at(mountpoint)
+    return None if info is None else info.device
 
 
 def is_mounted(mountpoint: str) -> bool:
@@ -114,9 +97,10 @@ def set_read_ahead(mountpoint: str, kilobytes: int) -> bool:
 
 
 def serve(fs: LakeFilesystem, mountpoint: str, options: MountOptions,
-          on_ready: Callable[[], None] | None = None) -> None:
+          on_ready: Callable[[], None] | None = None, status: MountStatusFile | None = None) -> None:
     """Mount ``fs`` at ``mountpoint`` and serve it until unmounted or signalled.  ``on_ready``
-    runs once the mount answers requests.  Raises MountFailed if it never gets there."""
+    runs once the mount answers requests.  Raises MountFailed if it never gets there.
+    ``status``: the status file to keep up to date."""
     mountpoint = os.path.abspath(mountpoint)
     if not os.path.isdir(mountpoint):
         raise MountFailed(f"mount point {mountpoint} is not a directory")
@@ -130,7 +114,8 @@ def serve(fs: LakeFilesystem, mountpoint: str, options: MountOptions,
         raise MountFailed(f"cannot mount at {mountpoint}: {exc} (is it already mounted? is /dev/fuse usable?)") from None
     ready = []
     try:
-        trio.run(_main, fs, spinner, mountpoint, options, lambda: (ready.append(True), on_ready and on_ready()))
+        trio.run(_main, fs, ops, spinner, mountpoint, options,
+                 lambda: (ready.append(True), on_ready and on_ready()), status)
     except KeyboardInterrupt:
         pass
     except trio.TooSlowError:
@@ -142,6 +127,7 @@ def serve(fs: LakeFilesystem, mountpoint: str, options: MountOptions,
             log.exception("flushing files at unmount failed")
         pyfuse3.close(unmount=True)
         log.info("unmounted %s", mountpoint)
+        _final_report(ops, status, mounted_once=bool(ready))
     if not ready:
         raise MountFailed(f"{mountpoint}: the FUSE session ended before the mount was ready (see the log)")
 
@@ -157,8 +143,8 @@ def tune_garbage_collector() -> None:
     gc.set_threshold(GC_YOUNG_THRESHOLD, 20, 20)
 
 
-async def _main(fs: LakeFilesystem, spinner: RequestSpinner, mountpoint: str, options: MountOptions,
-                on_ready) -> None:
+async def _main(fs: LakeFilesystem, ops: LakeOperations, spinner: RequestSpinner, mountpoint: str,
+                options: MountOptions, on_ready, status: MountStatusFile | None = None) -> None:
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_watch_signals, fs, nursery.cancel_scope)
         nursery.start_soon(_serve_until_unmounted, nursery.cancel_scope)
@@ -169,8 +155,39 @@ async def _main(fs: LakeFilesystem, spinner: RequestSpinner, mountpoint: str, op
         if options.read_ahead_kb > 0:
             set_read_ahead(mountpoint, options.read_ahead_kb)
         log.info("mounted %s", mountpoint)
+        if status is not None:
+            await trio.to_thread.run_sync(_write_status, status, True, ops.error_counts())
+            nursery.start_soon(_keep_status, ops, status)
         if on_ready is not None:
             on_ready()
+
+
+def _write_status(status: MountStatusFile, mounted: bool, errors: dict) -> None:
+    try:
+        status.write(mounted=mounted, errors=errors)
+    except OSError as exc:
+        log.warning("cannot write the mount's status file %s: %s", status.path, exc.strerror or exc)
+
+
+async def _keep_status(ops: LakeOperations, status: MountStatusFile) -> None:
+    """Rewrite the status file when the error counters changed, at most every
+    STATUS_INTERVAL_SECONDS."""
+    written = ops.errors_version
+    while True:
+        await trio.sleep(STATUS_INTERVAL_SECONDS)
+        if ops.errors_version != written:
+            written = ops.errors_version
+            await trio.to_thread.run_sync(_write_status, status, True, ops.error_counts())
+
+
+def _final_report(ops: LakeOperations, status: MountStatusFile | None, mounted_once: bool) -> None:
+    """At unmount: the error counters in the log (WARNING if any answer was an unexpected error)
+    and in the status file."""
+    errors = ops.error_counts()
+    log.log(logging.WARNING if ops.unexpected_errors() else logging.INFO, "errors answered, per operation: %s",
+            format_counts(errors))
+    if status is not None and mounted_once:
+        _write_status(status, False, errors)
 
 
 async def _serve_until_unmounted(cancel_scope: trio.CancelScope) -> None:

@@ -31,8 +31,7 @@ from typing import Iterator, Mapping, Sequence
 
 from cachetools import LRUCache
 
-from lakefuse.errors import InvalidArgument
-from lakefuse.graveler.model import Commit, CommitID, MetaRangeID, RepositoryID
+from lakefuse.graveler.model import Commit, CommitID, MetaRangeID, RepositoryID, string_map
 from lakefuse.graveler.ports import RefStore
 
 CANONICAL_COMMIT_FORMAT = "lakefuse.commit.v1"
@@ -41,15 +40,6 @@ _PARENT1 = 1
 _PARENT2 = 2
 _STALE = 4
 _BOTH = _PARENT1 | _PARENT2
-
-
-def _check_metadata(metadata: Mapping[str, str] | None) -> dict[str, str]:
-    result: dict[str, str] = {}
-    for key, value in (metadata or {}).items():
-        if not isinstance(key, str) or not isinstance(value, str):
-            raise InvalidArgument(f"commit metadata must map strings to strings, got {key!r}: {value!r}")
-        result[key] = value
-    return result
 
 
 def commit_id_of(
@@ -87,7 +77,7 @@ def new_commit(
     metadata: Mapping[str, str] | None = None,
 ) -> Commit:
     """A commit on top of ``parents`` (first parent first) with its ID and generation."""
-    meta = _check_metadata(metadata)
+    meta = string_map(metadata, "commit metadata")
     parent_ids = tuple(parent.id for parent in parents)
     creation_date = int(creation_date)
     return Commit(

@@ -32,11 +32,11 @@ Consistency rules (see each method):
 from __future__ import annotations
 
 import logging
-import threading
 import time
 import uuid
 from dataclasses import dataclass, replace
 from enum import Enum
+from functools import partial
 from itertools import islice
 from typing import Callable, Iterable, Iterator, Mapping, Protocol
 
@@ -65,7 +65,9 @@ from lakefuse.graveler.model import (
     StagingToken,
     TagID,
     ValueRecord,
+    same_value,
 )
+from lakefuse.graveler.once import OncePerKey
 from lakefuse.graveler.ports import Branch, CommittedStore, RefStore, Repository, StagingStore
 from lakefuse.graveler.refexpr import (
     ResolvedRef,
@@ -121,27 +123,45 @@ class ListingPage:
 
 @dataclass(frozen=True)
 class HookEvent:
-    """What a hook sees.  ``view`` reads the content being committed (pre-commit: the head
-    commit overlaid with the sealed staged changes, exactly what the commit will contain;
-    pre-merge: the source commit; post-*: the new commit).  ``changes()`` lists what the
-    operation changes (pre-commit: staged vs head; pre-merge: source vs merge base; post-*: new
-    commit vs the previous head).  A pre-commit ``view`` reads staging rows that are dropped
-    once the commit is done: use it while the hook runs.  ``read_action_files()`` returns the ``(path, bytes)`` of the
-    action files under ``_lakefs_actions/`` in ``view`` when the Graveler has an
-    ``action_files_reader`` (the catalog installs one), else None.  Attribute names match
+    """What a hook sees of an operation (the event types are lakeFS's, see ``Hooks``).
+
+    ``view`` reads the content the event is about and ``changes()`` lists what the operation
+    changes:
+
+    - prepare-commit: the branch as it is (head + staged changes), before staging is sealed;
+      changes: staged vs head.
+    - pre-commit: the head overlaid with the sealed staged changes, exactly what the commit will
+      contain (its staging rows are dropped once the commit is done: use the view while the hook
+      runs); changes: staged vs head.
+    - pre-merge: the source commit; changes: source vs merge base.
+    - pre-revert: the branch head; changes: what the revert changes.
+    - post-commit/merge/revert: the new commit; changes: new commit vs the previous head.
+    - branch and tag events: the commit the branch or tag points at (create-branch: the source
+      commit; delete-branch: the deleted branch's head); changes: none.
+
+    ``source_ref`` (as in lakeFS): commit, revert: the branch; merge: the source ref as given;
+    create-branch: the source ref as given; delete-branch and tag events: the commit ID.
+    ``commit``: post-commit/merge/revert: the new commit; create-branch and tag events: the
+    commit the branch or tag points at; else None (``commit_id`` follows it).  ``tag_id``: tag
+    events only (``branch_id`` is then empty).  ``commit_message``, ``committer`` and
+    ``metadata`` are those of the commit being made (empty for branch and tag events).
+    ``read_action_files()`` returns the ``(path, bytes)`` of the action files under
+    ``_lakefs_actions/`` in ``view`` when the Graveler has an ``action_files_reader`` (the
+    catalog installs one), else None.  Attribute names match
     ``lakefuse.actions.events.HookEvent``."""
 
-    event_type: str  # "pre-commit" | "post-commit" | "pre-merge" | "post-merge"
+    event_type: str  # "prepare-commit", "pre-commit", "post-commit", ..., "post-delete-tag", "post-revert"
     repository: Repository
     branch_id: BranchID
-    source_ref: str  # commit: the branch name; merge: the source ref as given
+    source_ref: str
     commit_message: str
     committer: str
     metadata: Mapping[str, str]
     view: RefView
     changes: Callable[[], Iterator[Change]]
-    commit: Commit | None = None  # post-* only: the new commit
+    commit: Commit | None = None
     read_action_files: Callable[[], Iterable[tuple[str, bytes]]] | None = None
+    tag_id: TagID | None = None
 
     @property
     def repository_id(self) -> RepositoryID:
@@ -157,9 +177,14 @@ class HookEvent:
 
 
 class Hooks(Protocol):
-    """Optional callbacks.  ``pre_*`` raising aborts the operation before anything is written
-    (``HookFailed``; any other non-lakefuse exception is wrapped in one); ``post_*`` failures are
-    logged only.  Any method may be missing."""
+    """Optional callbacks, one per lakeFS event type (the type with ``_`` for ``-``), each
+    called with a ``HookEvent``.  Pre events (``prepare_commit`` and ``pre_*``) raising abort
+    the operation before anything is written (``HookFailed``; any other non-lakefuse exception
+    is wrapped in one); ``post_*`` failures are logged only, the operation stands.  Any method
+    may be missing.  ``pre_cherry_pick`` / ``post_cherry_pick`` are lakeFS events lakefuse
+    never fires (it has no cherry-pick)."""
+
+    def prepare_commit(self, event: HookEvent) -> None: ...
 
     def pre_commit(self, event: HookEvent) -> None: ...
 
@@ -168,6 +193,34 @@ class Hooks(Protocol):
     def pre_merge(self, event: HookEvent) -> None: ...
 
     def post_merge(self, event: HookEvent) -> None: ...
+
+    def pre_create_branch(self, event: HookEvent) -> None: ...
+
+    def post_create_branch(self, event: HookEvent) -> None: ...
+
+    def pre_delete_branch(self, event: HookEvent) -> None: ...
+
+    def post_delete_branch(self, event: HookEvent) -> None: ...
+
+    def pre_create_tag(self, event: HookEvent) -> None: ...
+
+    def post_create_tag(self, event: HookEvent) -> None: ...
+
+    def pre_delete_tag(self, event: HookEvent) -> None: ...
+
+    def post_delete_tag(self, event: HookEvent) -> None: ...
+
+    def pre_revert(self, event: HookEvent) -> None: ...
+
+    def post_revert(self, event: HookEvent) -> None: ...
+
+    def pre_cherry_pick(self, event: HookEvent) -> None: ...
+
+    def post_cherry_pick(self, event: HookEvent) -> None: ...
+
+
+def _no_changes() -> Iterator[Change]:
+    return iter(())
 
 
 def _new_token() -> StagingToken:
@@ -180,12 +233,6 @@ def _same_state(left: Branch, right: Branch) -> bool:
         right.staging_token,
         tuple(right.sealed_tokens),
     )
-
-
-def _same(left: ValueRecord | None, right: ValueRecord | None) -> bool:
-    if left is None or right is None:
-        return left is right
-    return left.identity == right.identity
 
 
 def _show_key(key: bytes) -> str:
@@ -213,7 +260,7 @@ class _EffectiveChanges:
         get = self._store.get
         metarange = self._metarange
         for key, staged in self._staged:
-            if _same(get(metarange, key), staged):
+            if same_value(get(metarange, key), staged):
                 continue
             self.count += 1
             yield key, staged
@@ -240,9 +287,7 @@ class Graveler:
         self.staging = staging
         self.hooks = hooks
         self.commits = CommitGraph(refs, commit_cache_size)
-        self._committed_for = committed_for
-        self._committed: dict[str, CommittedStore] = {}
-        self._committed_lock = threading.Lock()
+        self._committed: OncePerKey[str, CommittedStore] = OncePerKey(committed_for)
         self._clock = clock
         self._write_retries = write_retries
         self._read_retries = read_retries
@@ -258,14 +303,7 @@ class Graveler:
         return int(self._clock())
 
     def committed_store(self, storage_namespace: str) -> CommittedStore:
-        store = self._committed.get(storage_namespace)
-        if store is None:
-            with self._committed_lock:
-                store = self._committed.get(storage_namespace)
-                if store is None:
-                    store = self._committed_for(storage_namespace)
-                    self._committed[storage_namespace] = store
-        return store
+        return self._committed.get(storage_namespace)
 
     def _repo(self, repo_id: str) -> Repository:
         now = time.monotonic()
@@ -307,25 +345,58 @@ class Graveler:
             fields["read_action_files"] = lambda: reader(repo, view)
         return HookEvent(**fields)
 
-    def _run_pre_hook(self, name: str, event: HookEvent) -> None:
-        hook = getattr(self.hooks, name, None) if self.hooks is not None else None
+    def _commit_events(self, repo: Repository, branch_id: str, source_ref: str, message: str, committer: str,
+                       metadata: Mapping[str, str]) -> Callable[..., HookEvent]:
+        """``make(event_type, view=..., changes=..., commit=None)``: the events of one operation
+        that makes a commit (commit, merge, revert), which share everything but those."""
+
+        def make(event_type: str, **fields) -> HookEvent:
+            return self._event(event_type=event_type, repository=repo, branch_id=BranchID(branch_id),
+                               source_ref=source_ref, commit_message=message, committer=committer,
+                               metadata=dict(metadata), **fields)
+
+        return make
+
+    def _ref_event(self, event_type: str, repo: Repository, at: Commit, *, branch_id: str = "", source_ref: str,
+                   tag_id: str | None = None, with_commit: bool = True) -> HookEvent:
+        """A branch or tag event: the action files are read from the commit ``at``; no commit is
+        being made (empty message, committer and metadata)."""
+        return self._event(event_type=event_type, repository=repo, branch_id=BranchID(branch_id),
+                           source_ref=source_ref, commit_message="", committer="", metadata={},
+                           view=RefView(self._store_of(repo), at.metarange_id), changes=_no_changes,
+                           commit=at if with_commit else None,
+                           tag_id=TagID(tag_id) if tag_id is not None else None)
+
+    def _hook_for(self, event_type: str):
+        if self.hooks is None:
+            return None
+        return getattr(self.hooks, event_type.replace("-", "_"), None)
+
+    def _fire_pre(self, event_type: str, make: Callable[[str], HookEvent]) -> None:
+        """Run the hook of a pre event (``make(event_type)`` builds the event, only if there is
+        a hook): its failure aborts the caller (``HookFailed``)."""
+        hook = self._hook_for(event_type)
         if hook is None:
             return
+        event = make(event_type)
         try:
             hook(event)
         except LakefuseError:
             raise
         except Exception as exc:  # a broken hook must not look like an internal error
-            raise HookFailed(f"{event.event_type} hook failed: {exc}") from exc
+            raise HookFailed(f"{event_type} hook failed: {exc}") from exc
 
-    def _run_post_hook(self, name: str, event: HookEvent) -> None:
-        hook = getattr(self.hooks, name, None) if self.hooks is not None else None
+    def _fire_post(self, event_type: str, make: Callable[[str], HookEvent]) -> None:
+        """Run the hook of a post event: its failure is logged, the operation stands."""
+        hook = self._hook_for(event_type)
         if hook is None:
             return
+        event = make(event_type)
         try:
             hook(event)
         except Exception:
-            log.exception("%s hook failed on %s/%s (ignored)", event.event_type, event.repository.id, event.branch_id)
+            target = f"tag {event.tag_id}" if event.tag_id else f"branch {event.branch_id}"
+            log.exception("%s hook failed on %s of %s (ignored)", event_type, target, event.repository.id)
 
     def _drop_tokens(self, tokens: Iterable[StagingToken]) -> None:
         for token in tokens:
@@ -393,14 +464,21 @@ class Graveler:
 
     def create_branch(self, repo_id: str, branch_id: str, source_ref: str) -> Branch:
         """A new branch at the commit ``source_ref`` resolves to (staged changes of a source
-        branch are not carried over).  ``AlreadyExists`` if a branch or tag has the name."""
+        branch are not carried over).  ``AlreadyExists`` if a branch or tag has the name.
+        Fires pre-create-branch (its failure aborts: no branch) and post-create-branch, with
+        the action files of the source commit."""
         validate_ref_name(branch_id, "branch")
         repo = self._repo(repo_id)
         if self._tag_exists(repo.id, branch_id):
             raise AlreadyExists(f"cannot create branch {branch_id!r}: a tag of that name exists in repository {repo_id!r}")
-        source = self.resolve(repo_id, source_ref)
-        branch = Branch(BranchID(branch_id), source.commit.id, _new_token())
+        if self._branch_exists(repo.id, branch_id):  # before the hooks: they must not see a doomed operation
+            raise AlreadyExists(f"branch {branch_id!r} already exists in repository {repo_id!r}")
+        source = self.resolve(repo_id, source_ref).commit
+        event = partial(self._ref_event, repo=repo, at=source, branch_id=branch_id, source_ref=source_ref)
+        self._fire_pre("pre-create-branch", event)
+        branch = Branch(BranchID(branch_id), source.id, _new_token())
         self.refs.create_branch(repo.id, branch)
+        self._fire_post("post-create-branch", event)
         return branch
 
     def get_branch(self, repo_id: str, branch_id: str) -> Branch:
@@ -434,13 +512,19 @@ class Graveler:
         return self.refs.list_branches(RepositoryID(repo_id))
 
     def delete_branch(self, repo_id: str, branch_id: str) -> None:
-        """Delete a branch and its staged changes; the default branch cannot be deleted."""
+        """Delete a branch and its staged changes; the default branch cannot be deleted.  Fires
+        pre-delete-branch (its failure aborts: the branch and its staged changes stay) and
+        post-delete-branch, with the action files of the branch's head commit."""
         repo = self._repo(repo_id)
         if branch_id == repo.default_branch:
             raise InvalidArgument(f"cannot delete {branch_id!r}: it is the default branch of repository {repo_id!r}")
         branch = self.refs.get_branch(repo.id, BranchID(branch_id))
+        head = self.commits.get(repo.id, branch.commit_id)
+        event = partial(self._ref_event, repo=repo, at=head, branch_id=branch_id, source_ref=head.id, with_commit=False)
+        self._fire_pre("pre-delete-branch", event)
         self.refs.delete_branch(repo.id, BranchID(branch_id))
         self._drop_tokens((branch.staging_token, *branch.sealed_tokens))
+        self._fire_post("post-delete-branch", event)
 
     def _tag_exists(self, repo_id: RepositoryID, name: str) -> bool:
         try:
@@ -458,13 +542,19 @@ class Graveler:
 
     def create_tag(self, repo_id: str, tag_id: str, ref: str, force: bool = False) -> CommitID:
         """Tag the commit ``ref`` resolves to.  ``AlreadyExists`` if the tag exists (unless
-        ``force``) or a branch has the name."""
+        ``force``) or a branch has the name.  Fires pre-create-tag (its failure aborts: no tag,
+        or the old one when forcing) and post-create-tag, with the action files of the commit."""
         validate_ref_name(tag_id, "tag")
         repo = self._repo(repo_id)
         if self._branch_exists(repo.id, tag_id):
             raise AlreadyExists(f"cannot create tag {tag_id!r}: a branch of that name exists in repository {repo_id!r}")
+        if not force and self._tag_exists(repo.id, tag_id):  # before the hooks: they must not see a doomed operation
+            raise AlreadyExists(f"tag {tag_id!r} already exists in repository {repo_id!r}")
         commit = self.resolve(repo_id, ref).commit
+        event = partial(self._ref_event, repo=repo, at=commit, source_ref=commit.id, tag_id=tag_id)
+        self._fire_pre("pre-create-tag", event)
         self.refs.create_tag(repo.id, TagID(tag_id), commit.id, force=force)
+        self._fire_post("post-create-tag", event)
         return commit.id
 
     def get_tag(self, repo_id: str, tag_id: str) -> CommitID:
@@ -474,7 +564,18 @@ class Graveler:
         return self.refs.list_tags(RepositoryID(repo_id))
 
     def delete_tag(self, repo_id: str, tag_id: str) -> None:
-        self.refs.delete_tag(RepositoryID(repo_id), TagID(tag_id))
+        """Delete a tag (``RefNotFound`` if there is none).  Fires pre-delete-tag (its failure
+        aborts: the tag stays) and post-delete-tag, with the action files of the tagged commit."""
+        repo = self._repo(repo_id)
+        commit_id = self.refs.get_tag(repo.id, TagID(tag_id))
+
+        def event(event_type: str) -> HookEvent:
+            commit = self.commits.get(repo.id, commit_id)
+            return self._ref_event(event_type, repo, commit, source_ref=commit.id, tag_id=tag_id)
+
+        self._fire_pre("pre-delete-tag", event)
+        self.refs.delete_tag(repo.id, TagID(tag_id))
+        self._fire_post("post-delete-tag", event)
 
     # ------------------------------------------------------------------------------------
     # reading
@@ -579,7 +680,7 @@ class Graveler:
                 resolved = self.resolve(repo.id, ref)
             except (RefNotFound, InvalidArgument):
                 raise RefNotFound(f"branch {ref!r} not found in repository {repo.id!r}") from None
-            raise ReadOnly(f"{ref!r} is a {resolved.kind.value} of repository {repo.id!r}, not a branch: read-only") from None
+            raise ReadOnly(f"{ref!r} is {resolved.kind.with_article} of repository {repo.id!r}, not a branch: read-only") from None
 
     def set(self, repo_id: str, branch_id: str, record: ValueRecord) -> None:
         """Stage ``record`` (under ``record.key``) on a branch."""
@@ -667,7 +768,7 @@ class Graveler:
             if prefix and not key.startswith(prefix):
                 return
             committed = view.committed.get(view.metarange, key)
-            if not _same(committed, staged):
+            if not same_value(committed, staged):
                 yield change_of(key, committed, staged)
 
     def has_uncommitted(self, repo_id: str, branch_id: str) -> bool:
@@ -702,7 +803,10 @@ class Graveler:
     ) -> Commit:
         """Commit the staged changes of a branch (see the module docstring for the procedure).
         ``NoChanges`` if nothing changes and not ``allow_empty``; ``ConcurrentUpdate`` if the
-        branch moved meanwhile (the changes stay staged); ``HookFailed`` from pre-commit."""
+        branch moved meanwhile (the changes stay staged); ``HookFailed`` from prepare-commit
+        (fired before the staging token is sealed: writes its hooks make to the branch go into
+        this commit; its failure leaves staging untouched) or pre-commit (fired on the sealed
+        content; its failure leaves the changes staged, in sealed tokens)."""
         _check_text(message, "commit message")
         _check_text(committer, "committer")
         metadata = dict(metadata or {})
@@ -714,26 +818,18 @@ class Graveler:
         ):
             raise NoChanges(f"nothing to commit on branch {branch_id!r} of repository {repo_id!r}")
 
+        event = self._commit_events(repo, branch_id, branch_id, message, committer, metadata)
+
+        def prepare_event(event_type: str) -> HookEvent:
+            prepared = self._branch_view(repo, branch)
+            return event(event_type, view=prepared, changes=lambda: self._staged_vs_head(prepared))
+
+        self._fire_pre("prepare-commit", prepare_event)
+
         sealed = self.refs.seal_staging_token(repo.id, BranchID(branch_id), _new_token())
         head = self.commits.get(repo.id, sealed.commit_id)
         content = RefView(store, head.metarange_id, self.staging, sealed.sealed_tokens)
-
-        def commit_event(event_type: str, **fields) -> HookEvent:
-            return self._event(
-                event_type=event_type,
-                repository=repo,
-                branch_id=BranchID(branch_id),
-                source_ref=branch_id,
-                commit_message=message,
-                committer=committer,
-                metadata=dict(metadata),
-                **fields,
-            )
-
-        self._run_pre_hook(
-            "pre_commit",
-            commit_event("pre-commit", view=content, changes=lambda: self._staged_vs_head(content)),
-        )
+        self._fire_pre("pre-commit", partial(event, view=content, changes=lambda: self._staged_vs_head(content)))
 
         effective = _EffectiveChanges(store, head.metarange_id, content.staged_changes())
         metarange = store.apply(head.metarange_id, effective)
@@ -757,15 +853,9 @@ class Graveler:
             ) from None
         self._drop_tokens(sealed.sealed_tokens)
 
-        self._run_post_hook(
-            "post_commit",
-            commit_event(
-                "post-commit",
-                view=RefView(store, metarange),
-                changes=lambda: self._diff_metaranges(store, head.metarange_id, metarange),
-                commit=commit,
-            ),
-        )
+        self._fire_post("post-commit", partial(
+            event, view=RefView(store, metarange), commit=commit,
+            changes=lambda: self._diff_metaranges(store, head.metarange_id, metarange)))
         return commit
 
     def commit_metarange(self, repo_id: str, expected: Branch, metarange_id: MetaRangeID, message: str,
@@ -859,42 +949,21 @@ class Graveler:
         base_metarange = base.metarange_id if base is not None else store.empty_metarange()
         message = message if message else f"Merge '{source_ref}' into '{dest_branch_id}'"
 
+        event = self._commit_events(repo, dest.id, source_ref, message, committer, metadata)
+
         def pre_merge() -> None:
-            self._run_pre_hook(
-                "pre_merge",
-                self._event(
-                    event_type="pre-merge",
-                    repository=repo,
-                    branch_id=dest.id,
-                    source_ref=source_ref,
-                    commit_message=message,
-                    committer=committer,
-                    metadata=dict(metadata),
-                    view=RefView(store, source.metarange_id),
-                    changes=lambda: self._diff_metaranges(store, base_metarange, source.metarange_id),
-                ),
-            )
+            self._fire_pre("pre-merge", partial(
+                event, view=RefView(store, source.metarange_id),
+                changes=lambda: self._diff_metaranges(store, base_metarange, source.metarange_id)))
 
         metarange = merge_metaranges(
             store, base_metarange, source.metarange_id, dest_head.metarange_id, strategy, what, before_write=pre_merge
         )
         commit = new_commit(metarange, [dest_head, source], message, committer, self._now(), metadata)
         self._move_branch(repo, dest, commit)
-        self._run_post_hook(
-            "post_merge",
-            self._event(
-                event_type="post-merge",
-                repository=repo,
-                branch_id=dest.id,
-                source_ref=source_ref,
-                commit_message=message,
-                committer=committer,
-                metadata=dict(metadata),
-                view=RefView(store, metarange),
-                changes=lambda: self._diff_metaranges(store, dest_head.metarange_id, metarange),
-                commit=commit,
-            ),
-        )
+        self._fire_post("post-merge", partial(
+            event, view=RefView(store, metarange), commit=commit,
+            changes=lambda: self._diff_metaranges(store, dest_head.metarange_id, metarange)))
         return commit
 
     def revert(
@@ -911,7 +980,9 @@ class Graveler:
         """A new commit on the branch undoing the changes the commit ``ref`` made relative to
         its parent (``parent_number`` N, like ``git revert -m N``; required for merge
         commits).  Three-way merge with base = that commit, source = its parent, destination =
-        the branch head; conflicts raise ``MergeConflict``, nothing written."""
+        the branch head; conflicts raise ``MergeConflict``, nothing written.  Fires pre-revert
+        (its failure aborts: the branch does not move) and post-revert, with the action files of
+        the branch."""
         _check_text(committer, "committer")
         metadata = dict(metadata or {})
         repo = self._repo(repo_id)
@@ -936,6 +1007,13 @@ class Graveler:
             raise NoChanges(f"{what}: reverting changes nothing on the branch")
         first_line = target.message.splitlines()[0] if target.message else ""
         message = message if message else f'Revert "{first_line}"\n\nThis reverts commit {target.id}.'
+        event = self._commit_events(repo, branch_id, branch_id, message, committer, metadata)
+        self._fire_pre("pre-revert", partial(
+            event, view=RefView(store, head.metarange_id),
+            changes=lambda: self._diff_metaranges(store, head.metarange_id, metarange)))
         commit = new_commit(metarange, [head], message, committer, self._now(), metadata)
         self._move_branch(repo, branch, commit)
+        self._fire_post("post-revert", partial(
+            event, view=RefView(store, metarange), commit=commit,
+            changes=lambda: self._diff_metaranges(store, head.metarange_id, metarange)))
         return commit

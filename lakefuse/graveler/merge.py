@@ -37,7 +37,7 @@ from itertools import chain, islice
 from typing import Callable, Iterable, Iterator
 
 from lakefuse.errors import InvalidArgument, MergeConflict
-from lakefuse.graveler.model import MetaRangeID, ValueRecord
+from lakefuse.graveler.model import MetaRangeID, ValueRecord, same_value
 from lakefuse.graveler.ports import CommittedStore
 
 #: changes kept in memory so that a conflicting merge writes nothing; past this the changes
@@ -59,12 +59,6 @@ def parse_strategy(value: str | MergeStrategy | None) -> MergeStrategy | None:
         return MergeStrategy(value)
     except ValueError:
         raise InvalidArgument(f"unknown merge strategy {value!r}: use 'dest-wins' or 'source-wins'") from None
-
-
-def _same(left: ValueRecord | None, right: ValueRecord | None) -> bool:
-    if left is None or right is None:
-        return left is right
-    return left.identity == right.identity
 
 
 class Conflicts:
@@ -110,9 +104,9 @@ def three_way_changes(
     other side's record, which is the table's answer for them."""
     for key, base_record, driver_record in driver_diff:
         other_record = other_get(key)
-        if _same(other_record, base_record):
+        if same_value(other_record, base_record):
             yield key, driver_record
-        elif _same(other_record, driver_record):
+        elif same_value(other_record, driver_record):
             continue
         elif driver_wins is True:
             yield key, driver_record

@@ -52,6 +52,24 @@ class ValueRecord:
     value: bytes
 
 
+def same_value(left: ValueRecord | None, right: ValueRecord | None) -> bool:
+    """Whether two records (or absences) hold the same value: compared by identity."""
+    if left is None or right is None:
+        return left is right
+    return left.identity == right.identity
+
+
+def string_map(mapping: Mapping[str, str] | None, what: str) -> dict[str, str]:
+    """``mapping`` as a plain dict, checked to map strings to strings (``what`` names it in
+    the error: "commit metadata", "user metadata")."""
+    result: dict[str, str] = {}
+    for key, value in (mapping or {}).items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise InvalidArgument(f"{what} must map strings to strings, got {key!r}: {value!r}")
+        result[key] = value
+    return result
+
+
 @dataclass(frozen=True, slots=True)
 class RangeInfo:
     """What a metarange says of one range."""

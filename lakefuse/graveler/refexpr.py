@@ -122,6 +122,11 @@ class RefKind(str, Enum):
     COMMIT = "commit"  # a full commit ID or a unique prefix
     EXPRESSION = "expression"  # anything with ~ or ^ modifiers
 
+    @property
+    def with_article(self) -> str:
+        """``a tag``, ``an expression``: for messages."""
+        return f"{'an' if self.value[0] in 'aeiou' else 'a'} {self.value}"
+
 
 @dataclass(frozen=True, slots=True)
 class ResolvedRef:

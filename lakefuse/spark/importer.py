@@ -35,7 +35,6 @@ pre/post-commit hooks.
 
 from __future__ import annotations
 
-import getpass
 import heapq
 import math
 import time
@@ -44,6 +43,7 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Mapping
 
+from lakefuse.config import committer_name
 from lakefuse.errors import ConcurrentUpdate, DirtyBranch, InvalidArgument, ReadOnly, RefNotFound
 from lakefuse.graveler.committed.encoding import encode_entry, encode_value, entry_identity, validate_key
 from lakefuse.graveler.committed.files import GravelerFiles
@@ -212,7 +212,7 @@ def import_listing(
         "lakefuse.import.objects": str(count),
     }
     commit, changed = commit_ranges(
-        app, repository, branch, prefix, ranges, message, committer or default_committer(), commit_metadata
+        app, repository, branch, prefix, ranges, message, committer or committer_name(app.config), commit_metadata
     )
     progress(f"committed {commit.id[:12]} on {branch}")
     return ImportSummary(
@@ -245,13 +245,6 @@ def check_target(graveler, repository: str, branch: str, prefix: str) -> str:
     return prefix
 
 
-def default_committer() -> str:
-    try:
-        return getpass.getuser() or "lakefuse"
-    except Exception:  # no user name in this environment
-        return "lakefuse"
-
-
 def writable_branch(graveler, repository: str, branch: str):
     """The branch, ``ReadOnly`` if ``branch`` names a tag or commit, else ``RefNotFound``."""
     try:
@@ -261,7 +254,7 @@ def writable_branch(graveler, repository: str, branch: str):
             resolved = graveler.resolve(repository, branch)
         except (RefNotFound, InvalidArgument):
             raise RefNotFound(f"branch {branch!r} not found in repository {repository!r}") from None
-        raise ReadOnly(f"{branch!r} is a {resolved.kind.value} of repository {repository!r}, not a branch") from None
+        raise ReadOnly(f"{branch!r} is {resolved.kind.with_article} of repository {repository!r}, not a branch") from None
 
 
 def require_clean_prefix(graveler, repository: str, branch: str, prefix: str) -> None:

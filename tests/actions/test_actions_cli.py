@@ -33,15 +33,15 @@ def cli(namespaces):
 
 def test_validate_success_and_errors(cli, tmp_path, capsys):
     good = tmp_path / "good.yaml"
-    good.write_bytes(action_yaml("ok", [("a", "http://127.0.0.1:1/x")]))
+    good.write_bytes(action_yaml("ok", [("check", "http://127.0.0.1:1/x")]))
     assert cli("actions", "validate", str(good)) == 0
     assert capsys.readouterr().out == f"File validated successfully: '{good}'\n"
 
     bad = tmp_path / "bad.yaml"
-    bad.write_text("on: {pre-commit: }\nhooks: [{id: a, type: webhook, properties: {url: 'http://h', timeout: soon}}]\n")
+    bad.write_text("on: {pre-commit: }\nhooks: [{id: hk, type: webhook, properties: {url: 'http://h', timeout: soon}}]\n")
     with pytest.raises(InvalidArgument) as caught:
         cli("actions", "validate", str(bad))
-    assert caught.value.message.startswith(f"invalid action file '{bad}': hook 'a': timeout: invalid duration 'soon'")
+    assert caught.value.message.startswith(f"invalid action file '{bad}': hook 'hk': timeout: invalid duration 'soon'")
     assert caught.value.exit_code == 2
 
 

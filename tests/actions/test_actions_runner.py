@@ -87,7 +87,7 @@ def test_post_commit_body_has_the_commit_id_and_failures_raise(hook_server, runn
 
 def test_merge_events_and_branch_globs(hook_server, runner):
     files = [("_lakefs_actions/merge.yaml", action_yaml(
-        "merge checks", [("m", hook_server.url("/merge"))],
+        "merge checks", [("mg", hook_server.url("/merge"))],
         on="  pre-merge:\n    branches: [main, 'release-*']\n  post-merge:\n    branches: ['release-?']\n"))]
     assert runner.pre_merge(make_event(files, event_type="pre-merge", branch_id="feature", source_ref="dev")) is None
     assert hook_server.requests == []
@@ -142,7 +142,7 @@ def test_default_timeout_applies(hook_server, namespaces):
 
 def test_query_params_string_and_list(hook_server, runner):
     files = [("_lakefs_actions/q.yaml", action_yaml(
-        "q", [("q", hook_server.url("/q?fixed=1"))],
+        "q", [("qp", hook_server.url("/q?fixed=1"))],
         extra_props="query_params:\n  prefix: public/\n  disallow: [user_, private_]\n"))]
     runner.pre_commit(make_event(files))
     (request,) = hook_server.requests
@@ -168,8 +168,8 @@ def test_bad_yaml_fails_the_run_naming_the_file(hook_server, runner, namespaces)
 
 
 def test_schema_error_fails_even_other_events(hook_server, runner):
-    files = [("_lakefs_actions/typo.yaml", b"on: {post-commit: }\nhooks: [{id: a, type: webhok, properties: {}}]\n")]
-    with pytest.raises(HookFailed, match=r"'_lakefs_actions/typo.yaml': hook 'a': unknown hook type 'webhok'"):
+    files = [("_lakefs_actions/typo.yaml", b"on: {post-commit: }\nhooks: [{id: hk, type: webhok, properties: {}}]\n")]
+    with pytest.raises(HookFailed, match=r"'_lakefs_actions/typo.yaml': hook 'hk': unknown hook type 'webhok'"):
         runner.pre_commit(make_event(files))
 
 
@@ -177,7 +177,7 @@ def test_no_action_files_or_no_trigger_writes_nothing(hook_server, runner, names
     assert runner.pre_commit(make_event([])) is None
     assert runner.pre_commit(make_event([("_lakefs_actions/notes.txt", b"hi")])) is None
     files = [("_lakefs_actions/only-main.yaml",
-              action_yaml("m", [("x", hook_server.url("/ok"))], on="  pre-commit:\n    branches: [main]\n"))]
+              action_yaml("m", [("xx", hook_server.url("/ok"))], on="  pre-commit:\n    branches: [main]\n"))]
     assert runner.pre_commit(make_event(files, branch_id="dev")) is None
     assert keys(namespaces("repo1")) == []
     assert hook_server.requests == []
@@ -185,7 +185,7 @@ def test_no_action_files_or_no_trigger_writes_nothing(hook_server, runner, names
 
 def test_pre_commit_run_gets_the_resulting_commit_id(hook_server, runner):
     files = [("_lakefs_actions/both.yaml",
-              action_yaml("both", [("x", hook_server.url("/ok"))], on="  pre-commit:\n  post-commit:\n"))]
+              action_yaml("both", [("xx", hook_server.url("/ok"))], on="  pre-commit:\n  post-commit:\n"))]
     pre = runner.pre_commit(make_event(files))
     assert pre.commit_id == ""
     post = runner.post_commit(make_event(files, event_type="post-commit", commit_id="abc123"))
@@ -201,7 +201,7 @@ def test_pre_commit_run_gets_the_resulting_commit_id(hook_server, runner):
 
 
 def test_runs_list_newest_first_and_filters(hook_server, runner):
-    files = [("_lakefs_actions/a.yaml", action_yaml("a", [("x", hook_server.url("/ok"))],
+    files = [("_lakefs_actions/a.yaml", action_yaml("a", [("xx", hook_server.url("/ok"))],
                                                     on="  pre-commit:\n  post-commit:\n"))]
     made = []
     for branch in ("main", "dev", "main"):

@@ -88,7 +88,7 @@ def test_yaml_11_booleans_are_strings():
 
 
 def test_webhook_properties():
-    action = parse(b"on: {pre-commit: }\nhooks:\n  - id: a\n    type: webhook\n    properties:\n"
+    action = parse(b"on: {pre-commit: }\nhooks:\n  - id: hk\n    type: webhook\n    properties:\n"
                    b"      url: https://h:8443/p?x=1\n      timeout: 1m30s\n"
                    b"      query_params:\n        disallow: [user_, private_]\n        prefix: public/\n")
     props = action.hooks[0].properties
@@ -117,13 +117,13 @@ def test_go_duration_junk_is_rejected(text):
     ("-5s", "must be positive"), ("30", "missing unit"),
 ])
 def test_bad_timeouts_name_the_file_and_reason(timeout, reason):
-    text = f"on: {{pre-commit: }}\nhooks:\n  - id: a\n    type: webhook\n    properties:\n" \
+    text = f"on: {{pre-commit: }}\nhooks:\n  - id: hk\n    type: webhook\n    properties:\n" \
            f"      url: http://h/x\n      timeout: \"{timeout}\"\n"
     assert reason in reasons(text)
 
 
 def test_numeric_timeout_is_a_type_error():
-    text = "on: {pre-commit: }\nhooks:\n  - id: a\n    type: webhook\n    properties: {url: 'http://h', timeout: 30}\n"
+    text = "on: {pre-commit: }\nhooks:\n  - id: hk\n    type: webhook\n    properties: {url: 'http://h', timeout: 30}\n"
     assert "'timeout' must be a Go duration string" in reasons(text)
 
 
@@ -138,26 +138,27 @@ def test_numeric_timeout_is_a_type_error():
     ("on: {pre-push: }\n", "unknown event 'pre-push'"),
     ("on: {pre-commit: }\n", "missing 'hooks'"),
     ("on: {pre-commit: }\nhooks: []\n", "'hooks' is empty"),
-    ("on: {pre-commit: }\nhooks: {id: a}\n", "'hooks' must be a list"),
+    ("on: {pre-commit: }\nhooks: {id: hk}\n", "'hooks' must be a list"),
     ("on: {pre-commit: {branches: main}}\n", "'branches' must be a list"),
     ("on: {pre-commit: {branches: ['[a']}}\n", "malformed branch pattern '[a'"),
     ("on: {pre-commit: {branch: [main]}}\n", "unknown key 'branch'"),
     ("on: {pre-commit: }\nhook: []\n", "unknown key 'hook'"),
     ("name: 5\non: {pre-commit: }\n", "'name' must be a string, not an integer"),
     ("on: {pre-commit: }\nhooks: [{type: webhook, properties: {url: 'http://h'}}]\n", "missing 'id'"),
-    ("on: {pre-commit: }\nhooks: [{id: a, properties: {url: 'http://h'}}]\n", "missing 'type'"),
-    ("on: {pre-commit: }\nhooks: [{id: a, type: lua, properties: {}}]\n", "unknown hook type 'lua'"),
-    ("on: {pre-commit: }\nhooks: [{id: a, type: webhook}]\n", "missing 'properties'"),
-    ("on: {pre-commit: }\nhooks: [{id: a, type: webhook, properties: {}}]\n", "missing 'properties.url'"),
-    ("on: {pre-commit: }\nhooks: [{id: a, type: webhook, properties: {url: 'ftp://h/x'}}]\n", "http:// or https://"),
-    ("on: {pre-commit: }\nhooks: [{id: a, type: webhook, properties: {url: '/relative'}}]\n", "http:// or https://"),
-    ("on: {pre-commit: }\nhooks: [{id: a, type: webhook, properties: {url: 'http://h:99999/'}}]\n", "invalid url"),
-    ("on: {pre-commit: }\nhooks: [{id: a, type: webhook, properties: {url: 7}}]\n", "'url' must be a string"),
-    ("on: {pre-commit: }\nhooks: [{id: a, type: webhook, properties: {url: 'http://h', headers: {}}}]\n",
+    ("on: {pre-commit: }\nhooks: [{id: hk, properties: {url: 'http://h'}}]\n", "missing 'type'"),
+    ("on: {pre-commit: }\nhooks: [{id: hk, type: lua, properties: {}}]\n", "unsupported hook type 'lua'"),
+    ("on: {pre-commit: }\nhooks: [{id: hk, type: airflow, properties: {}}]\n", "unsupported hook type 'airflow'"),
+    ("on: {pre-commit: }\nhooks: [{id: hk, type: webhook}]\n", "missing 'properties'"),
+    ("on: {pre-commit: }\nhooks: [{id: hk, type: webhook, properties: {}}]\n", "missing 'properties.url'"),
+    ("on: {pre-commit: }\nhooks: [{id: hk, type: webhook, properties: {url: 'ftp://h/x'}}]\n", "http:// or https://"),
+    ("on: {pre-commit: }\nhooks: [{id: hk, type: webhook, properties: {url: '/relative'}}]\n", "http:// or https://"),
+    ("on: {pre-commit: }\nhooks: [{id: hk, type: webhook, properties: {url: 'http://h:99999/'}}]\n", "invalid url"),
+    ("on: {pre-commit: }\nhooks: [{id: hk, type: webhook, properties: {url: 7}}]\n", "'url' must be a string"),
+    ("on: {pre-commit: }\nhooks: [{id: hk, type: webhook, properties: {url: 'http://h', headers: {}}}]\n",
      "unknown key 'headers'"),
-    ("on: {pre-commit: }\nhooks: [{id: a, type: webhook, properties: {url: 'http://h', query_params: [a]}}]\n",
+    ("on: {pre-commit: }\nhooks: [{id: hk, type: webhook, properties: {url: 'http://h', query_params: [a]}}]\n",
      "'query_params' must be a mapping"),
-    ("on: {pre-commit: }\nhooks: [{id: a, type: webhook, properties: {url: 'http://h', query_params: {a: {b: c}}}}]\n",
+    ("on: {pre-commit: }\nhooks: [{id: hk, type: webhook, properties: {url: 'http://h', query_params: {a: {b: c}}}}]\n",
      "query param 'a' must be a string or a list of strings"),
     ("on: {pre-commit: }\nhooks: [{id: [1], type: webhook, properties: {url: 'http://h'}}]\n",
      "'id' must be a non-empty string"),
@@ -168,17 +169,17 @@ def test_schema_errors_name_the_file_and_reason(body, reason):
 
 def test_duplicate_hook_ids_and_all_reasons_reported():
     text = ("on: {pre-commit: , deploy: }\nhooks:\n"
-            "  - {id: a, type: webhook, properties: {url: 'http://h/1'}}\n"
-            "  - {id: a, type: webhook, properties: {url: 'http://h/2'}}\n")
+            "  - {id: hk, type: webhook, properties: {url: 'http://h/1'}}\n"
+            "  - {id: hk, type: webhook, properties: {url: 'http://h/2'}}\n")
     with pytest.raises(InvalidArgument) as caught:
         parse(text)
     errors = caught.value.details["errors"]
-    assert any("duplicate hook id 'a'" in e for e in errors)
+    assert any("duplicate hook id 'hk'" in e for e in errors)
     assert any("unknown event 'deploy'" in e for e in errors)
 
 
 def test_bad_yaml_reports_the_line():
-    message = reasons("on:\n  pre-commit:\nhooks:\n  - id: a\n   type: webhook\n")
+    message = reasons("on:\n  pre-commit:\nhooks:\n  - id: hk\n   type: webhook\n")
     assert "invalid YAML" in message and "line 5" in message
 
 
@@ -216,7 +217,7 @@ def test_validate_file(tmp_path):
     good.write_bytes(SEED_EXAMPLE)
     validate_file(str(good))
     bad = tmp_path / "bad.yaml"
-    bad.write_text("on: {pre-commit: }\nhooks: [{id: a, type: nope, properties: {}}]\n")
+    bad.write_text("on: {pre-commit: }\nhooks: [{id: hk, type: nope, properties: {}}]\n")
     with pytest.raises(InvalidArgument, match=r"invalid action file '.*bad\.yaml': .*unknown hook type 'nope'"):
         validate_file(str(bad))
     with pytest.raises(InvalidArgument, match=r"cannot read action file '.*missing\.yaml'"):

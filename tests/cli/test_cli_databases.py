@@ -45,8 +45,10 @@ def test_smoke(cli, database, tmp_path):
         result = cli(*step)
         assert result.code == 0, (step, result.err)
     assert cli("diff", f"lakefs://{repo}/v1", f"lakefs://{repo}/main").out == "- t.csv\n"
-    assert [c["message"] for c in json.loads(cli("log", f"lakefs://{repo}/main", "--json").out)][:2] == [
-        "Merge 'dev' into 'main'", "first"]
+    assert [c["message"] for c in json.loads(cli("log", f"lakefs://{repo}/main", "--first-parent", "--json").out)][
+        :2] == ["Merge 'dev' into 'main'", "first"]
+    assert [c["message"] for c in json.loads(cli("log", f"lakefs://{repo}/main", "--json").out)][:3] == [
+        "Merge 'dev' into 'main'", "remove", "first"]
     assert cli("fs", "cat", f"lakefs://{repo}/v1/t.csv").out == "a,b\n"
     failed = cli("commit", f"lakefs://{repo}/main", "-m", "nothing")
     assert failed.code == 6 and len(failed.err_lines) == 1

@@ -74,7 +74,7 @@ def test_help_everywhere(cli):
 
 def test_actions_commands_are_delegated(cli, tmp_path):
     action = tmp_path / "ok.yaml"
-    action.write_text("on:\n  pre-commit:\nhooks:\n  - id: a\n    type: webhook\n    properties:\n"
+    action.write_text("on:\n  pre-commit:\nhooks:\n  - id: ab\n    type: webhook\n    properties:\n"
                       "      url: http://127.0.0.1:1/x\n")
     result = cli("actions", "validate", action)
     assert result.code == 0 and "validated" in result.out

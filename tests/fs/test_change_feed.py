@@ -143,12 +143,12 @@ def test_a_failing_feed_is_retried_and_does_not_stop_other_branches(watched, d, 
     backend.put_object("sales", "main", "top.csv", b"new")
     real = backend.branch_changes
     monkeypatch.setattr(backend, "branch_changes", lambda *a: (_ for _ in ()).throw(StorageError("db down")))
-    watched._change_feed = backend.branch_changes
-    for tree in watched._trees.values():
+    watched.state.change_feed = backend.branch_changes
+    for tree in watched.state.refs.trees():
         if tree.change_feed is not None:
             tree.change_feed = backend.branch_changes
     assert not watched.poll_changes()  # logged, nothing lost: the cursor did not move
-    for tree in watched._trees.values():
+    for tree in watched.state.refs.trees():
         if tree.change_feed is not None:
             tree.change_feed = real
     assert entry_names(watched.poll_changes()) == {b"top.csv"}

@@ -190,7 +190,7 @@ def test_readdir_stops_when_buffer_full_without_counting_lookups(fs, drive):
     got = []
     fs.readdir(fh, 0, lambda n, a, o: (len(got) < 3) and (got.append(n) or True))
     assert got == [b".", b"..", b"a"]
-    top = fs.table.find(("t", fs.table.get(drive.ino("sales/main")).tree.key, "top.csv"))
+    top = fs.table.find_path(fs.table.get(drive.ino("sales/main")).tree.key, "top.csv")
     assert top is None or top.lookups == 0
 
 
@@ -423,8 +423,27 @@ def test_chmod_and_utime_are_stored_in_user_metadata(fs, drive, backend):
     attrs = fs.getattr(ino)
     assert stat.S_IMODE(attrs.mode) == 0o600 and attrs.mtime_ns == 1_600_000_000_123_456_789
     fs.setattr(ino, chown=True)  # accepted, not stored
-    assert fs.listxattr(ino) == [b"lakefuse.checksum", b"lakefuse.physical_address", b"lakefuse.content_type",
-                                 b"lakefuse.size"]
+    assert fs.listxattr(ino) == []  # the mode and mtime keys are internal; lakefuse.* are not listed
+
+
+def test_every_truncate_to_empty_forgets_an_mtime_set_by_utime(fs, drive, backend):
+    """open(O_TRUNC), create of an existing file and truncate(2) are one operation: the file
+    changes now, so an mtime set earlier by utime is not stored with the new bytes."""
+    parent, _ = drive.parent("sales/main/top.csv")
+    ino = drive.ino("sales/main/top.csv")
+    main = backend.resolve_ref("sales", "main")
+    for truncate in (lambda: fs.open(ino, os.O_WRONLY | os.O_TRUNC).fh,
+                     lambda: fs.create(parent, "top.csv", 0o100644, os.O_WRONLY | os.O_TRUNC)[0].fh,
+                     lambda: fs.setattr(ino, size=0) and None):
+        writer = fs.open(ino, os.O_WRONLY).fh
+        fs.write(writer, 0, b"written")
+        fs.setattr(ino, mtime_ns=1_600_000_000_123_456_789)
+        second = truncate()
+        fs.release(writer)
+        if second is not None:
+            fs.release(second)
+        entry = backend.get_entry("sales", main, "top.csv")
+        assert entry.size == 0 and MTIME_NS_KEY not in entry.metadata and entry.mtime > 1_600_000_000
 
 
 def test_xattrs_are_user_metadata_and_object_properties(fs, drive, backend):
@@ -437,7 +456,7 @@ def test_xattrs_are_user_metadata_and_object_properties(fs, drive, backend):
     assert fs.getxattr(ino, "lakefuse.physical_address") == entry.physical_address.encode()
     fs.setxattr(ino, "lakefuse.content_type", b"text/csv")
     assert fs.getxattr(ino, "lakefuse.content_type") == b"text/csv"
-    assert b"user.owner" in fs.listxattr(ino)
+    assert fs.listxattr(ino) == [b"user.owner"]  # virtual lakefuse.* attributes are readable, not listed
     fs.removexattr(ino, "user.owner")
     # a namespace we do not have is ENOTSUP (ls -l then stops asking), a missing name ENODATA
     for name, code in (("user.owner", errno.ENODATA), ("lakefuse.nothing", errno.ENODATA),
@@ -495,6 +514,21 @@ def test_reserved_control_name_and_links_are_refused(drive, fs):
     with pytest.raises(ERRORS) as exc:
         fs.mkdir(drive.ino("sales"), "newbranch", 0o755)
     assert errno_of(exc) == errno.EPERM
+
+
+def test_the_control_directory_name_is_refused_as_before_by_every_namespace_call(drive, fs):
+    """One guard: making the name says EEXIST (it is taken), removing or replacing it EPERM."""
+    main = drive.ino("sales/main")
+    for call, code in ((lambda: fs.create(main, ".lakefuse", 0o644, os.O_WRONLY), errno.EEXIST),
+                       (lambda: fs.mkdir(main, ".lakefuse", 0o755), errno.EEXIST),
+                       (lambda: fs.unlink(main, ".lakefuse"), errno.EPERM),
+                       (lambda: fs.rmdir(main, ".lakefuse"), errno.EPERM),
+                       (lambda: drive.rename("sales/main/.lakefuse", "sales/main/elsewhere"), errno.EPERM)):
+        with pytest.raises(ERRORS) as exc:
+            call()
+        assert errno_of(exc) == code
+    drive.mkdir("sales/main/sub")
+    assert fs.mkdir(drive.ino("sales/main/sub"), ".lakefuse", 0o755).ino  # only a branch's root is reserved
 
 
 def test_invalid_utf8_names_are_refused(fs, drive):
@@ -590,9 +624,9 @@ def test_stat_of_many_siblings_lists_pages_instead_of_one_get_each(backend, tmp_
 
 
 def test_big_sequential_writes_stream_to_remote_storage_while_written(fs, drive, backend, monkeypatch):
-    import lakefuse.fs.filesystem as filesystem
+    import lakefuse.fs.uploads as uploads
 
-    monkeypatch.setattr(filesystem, "TAIL_MIN_BYTES", 1000)
+    monkeypatch.setattr(uploads, "TAIL_MIN_BYTES", 1000)
     backend.local_storage = False
     parent, _ = drive.parent("sales/main/stream.bin")
     result, attrs = fs.create(parent, "stream.bin", 0o100644, os.O_WRONLY | os.O_CREAT)
@@ -607,9 +641,9 @@ def test_big_sequential_writes_stream_to_remote_storage_while_written(fs, drive,
 
 
 def test_a_write_that_is_not_an_append_abandons_the_stream(fs, drive, backend, monkeypatch):
-    import lakefuse.fs.filesystem as filesystem
+    import lakefuse.fs.uploads as uploads
 
-    monkeypatch.setattr(filesystem, "TAIL_MIN_BYTES", 1000)
+    monkeypatch.setattr(uploads, "TAIL_MIN_BYTES", 1000)
     parent, _ = drive.parent("sales/main/patched.bin")
     result, _ = fs.create(parent, "patched.bin", 0o100644, os.O_RDWR | os.O_CREAT)
     payload = bytearray(os.urandom(20_000))
@@ -623,9 +657,9 @@ def test_a_write_that_is_not_an_append_abandons_the_stream(fs, drive, backend, m
 
 
 def test_unlink_while_streaming_uploads_nothing(fs, drive, backend, monkeypatch):
-    import lakefuse.fs.filesystem as filesystem
+    import lakefuse.fs.uploads as uploads
 
-    monkeypatch.setattr(filesystem, "TAIL_MIN_BYTES", 1000)
+    monkeypatch.setattr(uploads, "TAIL_MIN_BYTES", 1000)
     parent, _ = drive.parent("sales/main/gone.bin")
     result, _ = fs.create(parent, "gone.bin", 0o100644, os.O_WRONLY | os.O_CREAT)
     fs.write(result.fh, 0, os.urandom(5000))
@@ -636,9 +670,9 @@ def test_unlink_while_streaming_uploads_nothing(fs, drive, backend, monkeypatch)
 
 def test_big_sequential_writes_to_local_storage_are_hashed_while_written_then_moved(fs, drive, backend,
                                                                                    monkeypatch, tmp_path):
-    import lakefuse.fs.filesystem as filesystem
+    import lakefuse.fs.uploads as uploads
 
-    monkeypatch.setattr(filesystem, "TAIL_MIN_BYTES", 1000)
+    monkeypatch.setattr(uploads, "TAIL_MIN_BYTES", 1000)
     parent, _ = drive.parent("sales/main/hashed.bin")
     result, attrs = fs.create(parent, "hashed.bin", 0o100644, os.O_WRONLY | os.O_CREAT)
     payload = os.urandom(50_000)
@@ -654,9 +688,9 @@ def test_big_sequential_writes_to_local_storage_are_hashed_while_written_then_mo
 
 
 def test_appends_to_a_big_file_are_answered_without_waiting_and_stored_whole(fs, drive, backend, monkeypatch):
-    import lakefuse.fs.filesystem as filesystem
+    import lakefuse.fs.uploads as uploads
 
-    monkeypatch.setattr(filesystem, "TAIL_MIN_BYTES", 1000)
+    monkeypatch.setattr(uploads, "TAIL_MIN_BYTES", 1000)
     parent, _ = drive.parent("sales/main/behind.bin")
     result, attrs = fs.create(parent, "behind.bin", 0o100644, os.O_WRONLY | os.O_CREAT)
     payload = os.urandom(3_000_000)

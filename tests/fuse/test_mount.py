@@ -436,3 +436,19 @@ def test_a_full_spool_disk_fails_the_write_with_enospc_and_stages_nothing(tmp_pa
     finally:
         subprocess.run(["umount", "-l", str(spool)], capture_output=True)
         home.close()
+
+
+@pytest.mark.parametrize("command", [["mv"], ["cp", "-a"], ["rsync", "-aX"]])
+def test_copy_tools_between_branches_are_silent_and_keep_user_metadata(lake_home, lake, command):
+    source, target = (lake_home.catalog.create_branch("sales", f"xa-{command[0]}-{side}-{os.getpid()}", "main")
+                      for side in ("from", "to"))
+    source_dir, target_dir = lake / "sales" / source.id, lake / "sales" / target.id
+    (source_dir / "moved.txt").write_text("payload")
+    os.setxattr(source_dir / "moved.txt", "user.owner", b"ana")
+    done = subprocess.run([*command, str(source_dir / "moved.txt"), str(target_dir / "moved.txt")],
+                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert (target_dir / "moved.txt").read_text() == "payload"
+    assert os.getxattr(target_dir / "moved.txt", "user.owner") == b"ana"
+    assert os.getxattr(target_dir / "moved.txt", "lakefuse.checksum").startswith(b"blake3:")
+    assert os.path.exists(source_dir / "moved.txt") == (command[0] != "mv")

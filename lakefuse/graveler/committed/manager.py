@@ -166,10 +166,6 @@ class CommittedManager:
         if self._ram.get(cache_key) is None:
             self._ram.put(cache_key, value, value.size)
 
-    def load_metarange(self, metarange_id: MetaRangeID) -> LoadedMetaRange:
-        """The decoded metarange (for tools and benchmarks)."""
-        return self._metarange(metarange_id)
-
     # -- writing -------------------------------------------------------------------------
 
     def _new_writer(self) -> MetaRangeWriter:

@@ -1,0 +1,88 @@
+"""What other writers changed: ``ChangeFeed`` turns a backend's change feed into kernel
+invalidations.
+
+With a change feed (``change_feed=True`` and a backend with ``branch_changes``) branch
+metadata is kept ``watched_branch_ttl`` seconds instead of ``branch_ttl``, and ``poll``
+(the mount calls it every ``--change-poll`` seconds) asks each branch read so far what
+others changed (``Tree.poll_changes``), forgets it, and names the kernel entries and
+attributes to invalidate (``Invalidations``): the changed paths' nodes, and the directories
+above them that the kernel knows and that no longer exist.  A file being written through
+this mount keeps its version.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from lakefuse.errors import LakefuseError
+from lakefuse.fs.inodes import Inodes
+from lakefuse.fs.nodes import Node, NodeKind
+from lakefuse.fs.replies import Invalidations
+from lakefuse.fs.state import MountState
+from lakefuse.fs.tree import Tree, ancestors
+
+log = logging.getLogger(__name__)
+
+
+class ChangeFeed:
+    def __init__(self, state: MountState, inodes: Inodes):
+        self._state = state
+        self._inodes = inodes
+
+    @property
+    def watched(self) -> bool:
+        return self._state.change_feed is not None
+
+    def poll(self) -> Invalidations:
+        out = Invalidations()
+        if self._state.change_feed is None:
+            return out
+        for tree in self._state.refs.trees():
+            if tree.change_feed is None:
+                continue
+            try:
+                changed = tree.poll_changes()
+            except LakefuseError as exc:
+                log.warning("change feed of %s/%s: %s", tree.repo, tree.branch, exc)
+                continue
+            if changed is None:
+                for node in self._state.table.nodes():
+                    if node.tree is tree and node.attached and node.path:
+                        self._stale(node, out)
+            elif changed:
+                self._invalidate_paths(tree, changed, out)
+        return out
+
+    def _invalidate_paths(self, tree: Tree, paths: set[str], out: Invalidations) -> None:
+        find = self._inodes.find
+        for path in paths:
+            node = find(tree, path)
+            if node is not None:
+                self._stale(node, out)
+        for path in ancestors(paths) - paths:  # still there? (a directory implied by keys may not be)
+            node = find(tree, path)
+            if node is None or node.lookups <= 0:
+                continue
+            node.expires = 0.0
+            try:
+                self._inodes.refresh(node, blocking=True)
+            except (OSError, LakefuseError):
+                self._stale(node, out)
+
+    def _stale(self, node: Node, out: Invalidations) -> None:
+        """``node``'s stat is no longer trusted, and neither are the kernel's name and
+        attributes of it."""
+        if node.kind not in (NodeKind.DIR, NodeKind.FILE):
+            return
+        of = node.open_file
+        if of is not None and (of.dirty or of.spool is not None):
+            return  # being written through this mount: its version wins (as in Inodes.refresh)
+        node.expires = 0.0
+        if node.lookups <= 0:
+            return
+        parent_path, _, name = node.path.rpartition("/")
+        parent = self._inodes.find(node.tree, parent_path)
+        if parent is not None:
+            out.entries.append((parent.ino, name.encode("utf-8")))
+        if node.kind is NodeKind.FILE:
+            out.inodes.append(node.ino)

@@ -1,0 +1,329 @@
+"""Open files: ``Files`` serves open, create, read, write, flush, fsync and release of files.
+
+Owns the life of an ``OpenFile`` (made at the first open of a node, dropped with its last
+handle), each ``FileHandle``'s choices (direct I/O, the kernel's page cache, FUSE passthrough:
+``lakefuse.fs.passthrough``), reads (the handle's object through a backend reader, or the
+file's spool while it is written) and writes into the spool; spools, tails and uploads are
+``lakefuse.fs.uploads``.  ``read_nowait`` and ``write_nowait`` run on the adapter's event
+loop: from memory, or into the spool's write-behind queue, else ``WouldBlock``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+import os
+import time
+
+from lakefuse.errors import LakefuseError
+from lakefuse.fs.attributes import DEFAULT_FILE_MODE, NodeAttributes, mode_metadata
+from lakefuse.fs.handles import FileHandle, HandleOps, OpenFile
+from lakefuse.fs.inodes import Inodes, refuse_control_dir_name
+from lakefuse.fs.nodes import Node, NodeKind
+from lakefuse.fs.passthrough import NO_GRANT, BackingFiles, Grant, Passthrough
+from lakefuse.fs.replies import Attributes, OpenResult, WouldBlock
+from lakefuse.fs.state import MountState
+from lakefuse.fs.tree import PathStat, check_name, decode_name, join
+from lakefuse.fs.uploads import Uploader
+
+log = logging.getLogger(__name__)
+
+
+def writes_from_empty_only(flags: int, truncated: bool) -> bool:
+    """Whether an open(2) may get direct I/O for its writes: write-only, of a file it creates
+    or truncates (``cp``, ``>``).  The kernel then hands the writer's bytes straight to us
+    instead of first copying them into its page cache as well: half the memory traffic, and
+    no page cache that the written data would also occupy.  Only when no other handle of the
+    file is open (see ``Files._new_file_handle``); after the upload the kernel's cache is not
+    trusted to hold the new bytes (``OpenFile.uncached_writes``)."""
+    return (flags & os.O_ACCMODE) == os.O_WRONLY and truncated
+
+
+class Files(HandleOps):
+    def __init__(self, state: MountState, inodes: Inodes, attributes: NodeAttributes, uploader: Uploader):
+        self._state = state
+        self._table = state.table
+        self._handles = state.handles
+        self._inodes = inodes
+        self._attrs = attributes.get
+        self._uploader = uploader
+        self._local_file = getattr(state.backend, "local_file", None)  # optional: see enable_passthrough
+        self.passthrough: Passthrough | None = None
+        self._passthrough_branches = False
+
+    # ------------------------------------------------------------------ passthrough
+
+    def enable_passthrough(self, backings: BackingFiles, *, branches: bool = False) -> None:
+        """Let the kernel read objects that are local files itself (``lakefuse.fs.passthrough``);
+        the adapter calls this once the kernel granted FUSE passthrough.  Only in trees nothing
+        writes through this mount (commits, tags, a read-only mount) unless ``branches``: a
+        handle the kernel serves keeps reading the bytes it opened, so on a writable branch it
+        would not see writes made through other handles after it opened (``tail -f``)."""
+        if self._local_file is not None:
+            self.passthrough = Passthrough(backings)
+            self._passthrough_branches = branches
+
+    def _grant_passthrough(self, of: OpenFile, readable_object: bool) -> Grant:
+        """Passthrough for a new handle of ``of`` (under ``of.lock``, its count taken);
+        ``readable_object``: the handle only reads ``of.entry``, unmodified."""
+        if self.passthrough is None:
+            return NO_GRANT
+        local_file = None
+        # on a writable branch a handle the kernel serves would miss later writes through the mount
+        tree_allows = not of.node.tree.writable or self._passthrough_branches
+        if tree_allows and readable_object and of.spool is None and not of.dirty and of.entry is not None:
+            try:
+                local_file = self._local_file(of.node.tree.repo, of.entry)
+            except LakefuseError as exc:  # the mount serves the handle, and says why if it cannot
+                log.debug("no passthrough for %s: %s", of.node.path, exc)
+        return self.passthrough.open(of.passthrough, local_file, alone=of.handles == 1)
+
+    # ------------------------------------------------------------------ open files
+
+    def _open_file(self, node: Node) -> tuple[OpenFile, bool]:
+        """The node's OpenFile, creating one (``True``) if none is open."""
+        with self._table.lock:
+            of = node.open_file
+            if of is not None:
+                return of, False
+            entry = node.stat.entry if node.stat is not None else None
+            of = OpenFile(node, entry)
+            node.open_file = of
+            return of, True
+
+    def close_open_file(self, of: OpenFile) -> None:
+        """Drop ``of`` if no handle uses it (and the node, if nothing else does)."""
+        with self._table.lock:
+            if of.handles > 0:
+                return
+            node = of.node
+            if node.open_file is of:
+                node.open_file = None
+            self._table.drop_if_unused(node)
+        with of.lock:
+            self._uploader.stop_tail(of)
+            spool, of.spool = of.spool, None
+            if spool is not None:
+                spool.close()
+
+    def close_all(self) -> None:
+        """Unmount: drop every open file, whatever its handles (upload first)."""
+        for node in self._table.nodes():
+            of = node.open_file
+            if of is not None:
+                of.handles = 0
+                self.close_open_file(of)
+
+    def open(self, node: Node, flags: int) -> OpenResult:
+        if node.kind is not NodeKind.FILE:
+            raise OSError(errno.EISDIR, "is a directory")
+        writable = (flags & os.O_ACCMODE) in (os.O_WRONLY, os.O_RDWR)
+        truncate = bool(flags & os.O_TRUNC)
+        if writable or truncate:
+            self._inodes.writable_tree(node)
+        self._inodes.refresh(node, True)
+        of, created = self._open_file(node)
+        with of.lock:
+            of.handles += 1
+            current = node.stat.entry if node.stat is not None else None
+            if of.spool is None and not of.dirty and current is not None and current is not of.entry:
+                of.take_entry(current)  # the object changed since the other handles opened it
+            if truncate and writable:
+                self._truncate_new(of, created)
+            grant = self._grant_passthrough(of, readable_object=not writable and not truncate)
+            keep_cache = False
+            if not writable and of.spool is None and of.entry is not None and not grant.backing_id:
+                identity = (of.entry.physical_address, of.entry.checksum)
+                keep_cache = not node.tree.is_branch or node.cache_id == identity
+                node.cache_id = identity
+            handle = self._new_file_handle(of, writable, grant, writes_from_empty_only(flags, truncate))
+        return OpenResult(self._handles.add(handle), keep_cache=keep_cache, direct_io=handle.direct_io,
+                          backing_id=grant.backing_id)
+
+    def create(self, parent: Node, name: bytes | str, mode: int, flags: int) -> tuple[OpenResult, Attributes]:
+        tree = self._inodes.writable_tree(parent)
+        if parent.kind is not NodeKind.DIR:
+            raise OSError(errno.ENOTDIR, "not a directory")
+        name = check_name(decode_name(name))
+        refuse_control_dir_name(parent, name, errno.EEXIST)
+        path = join(parent.path, name)
+        stat, expires = self._inodes.stat_path(tree, path, True)
+        if stat is not None and stat.is_dir:
+            raise OSError(errno.EISDIR, path)
+        if stat is not None and flags & os.O_EXCL:
+            raise OSError(errno.EEXIST, path)
+        new_stat = stat if stat is not None else PathStat(False, None)
+        node = self._inodes.tree_node(tree, path, new_stat, expires if stat is not None else float("inf"))
+        of, created = self._open_file(node)
+        truncated = stat is None or bool(flags & os.O_TRUNC)
+        with of.lock:
+            of.handles += 1
+            if truncated:
+                self._truncate_new(of, created)
+            if stat is None:
+                of.metadata.update(mode_metadata(mode, DEFAULT_FILE_MODE))
+            grant = self._grant_passthrough(of, readable_object=False)
+            writable = (flags & os.O_ACCMODE) in (os.O_WRONLY, os.O_RDWR)
+            handle = self._new_file_handle(of, writable, grant, writes_from_empty_only(flags, truncated))
+        if stat is None:
+            self._state.unstaged.add(node)
+        self._table.add_lookup(node)
+        result = OpenResult(self._handles.add(handle), direct_io=handle.direct_io, backing_id=grant.backing_id)
+        return result, self._attrs(node)
+
+    def _truncate_new(self, of: OpenFile, created: bool) -> None:
+        """Empty the file for a new handle (its count taken: given back if this fails)."""
+        try:
+            self._uploader.truncate(of, 0)
+        except BaseException:
+            of.handles -= 1
+            if created:
+                self.close_open_file(of)
+            raise
+
+    def _new_file_handle(self, of: OpenFile, writable: bool, grant: Grant, writes_from_empty: bool) -> FileHandle:
+        """A handle of ``of`` (under ``of.lock``, its count taken).  It gets direct I/O (the
+        kernel sends all its reads and writes here, bypassing its page cache of the file):
+
+        - where the passthrough grant asks for it;
+        - for a write-only open that creates or truncates the file, if it is the file's only
+          handle (``cp``, ``>``: see ``writes_from_empty_only``);
+        - for a read-only open while the file is being written (a live spool), and for any
+          open beside another direct-I/O handle.
+
+        The last rule keeps readers off the kernel's page cache while the file changes under
+        them.  A read answered short because a rewrite just truncated the file is zero-filled
+        by the kernel, and when the kernel's idea of the size is stale at that moment the
+        reader gets those zeros (4 readers beside a rewriter did, about every other run).
+        Handles opened before the writes began keep the page cache; the writer then writes
+        through it (it is not alone), so the pages those readers see hold what it wrote."""
+        if grant.direct_io:
+            direct_io = True
+        elif grant.backing_id:
+            direct_io = False
+        else:
+            direct_io = of.direct_handles > 0 or (writes_from_empty and of.handles == 1) or \
+                (not writable and of.spool is not None and not of.spool.sealed)
+        handle = FileHandle(self, of, writable, of.entry, direct_io)
+        handle.passthrough = grant.backing_id != 0
+        of.direct_handles += direct_io
+        return handle
+
+    def truncate(self, node: Node, size: int) -> None:
+        """truncate(2) of a file (with or without an open handle)."""
+        self._inodes.refresh(node, True)
+        of, created = self._open_file(node)
+        try:
+            with of.lock:
+                self._uploader.truncate(of, size)
+                if of.handles == 0:
+                    self._uploader.upload(of)  # path-based truncate: no close will follow
+        finally:
+            if created:
+                self.close_open_file(of)
+
+    # ------------------------------------------------------------------ requests on a handle
+
+    def read(self, h: FileHandle, offset: int, size: int) -> bytes:
+        of = h.open_file
+        if of.spool is not None:
+            with of.lock:
+                if of.spool is not None:
+                    return of.spool.read(offset, size)
+        entry = h.entry
+        if entry is None or offset >= entry.size:
+            return b""
+        reader = h.reader
+        if reader is None:
+            with h.lock:
+                if h.reader is None:
+                    h.reader = self._state.backend.open_reader(of.node.tree.repo, entry)
+                reader = h.reader
+        return reader.read(offset, min(size, entry.size - offset))
+
+    def read_nowait(self, h: FileHandle, offset: int, size: int, buffer: bytearray):
+        if h.open_file.spool is not None:
+            raise WouldBlock
+        entry = h.entry
+        if entry is None or offset >= entry.size:
+            return b""
+        read_nowait = getattr(h.reader, "read_nowait", None)
+        if read_nowait is None:
+            raise WouldBlock
+        want = min(size, entry.size - offset)
+        if len(buffer) < want:
+            raise WouldBlock
+        data = read_nowait(offset, want, buffer)
+        if data is None:
+            raise WouldBlock
+        return data
+
+    def write(self, h: FileHandle, offset: int, data: bytes) -> int:
+        if not h.writable:
+            raise OSError(errno.EBADF, "file not open for writing")
+        of = h.open_file
+        uploader = self._uploader
+        with of.lock:
+            uploader.ensure_spool(of)
+            if of.seq_end is not None and offset != of.seq_end:
+                of.seq_end = None  # not an append: the tail cannot follow
+                uploader.stop_tail(of)
+            if of.tail is not None:
+                of.spool.write_behind(offset, data)
+                written = len(data)
+            else:
+                written = of.spool.write(offset, data)
+            self._wrote(of, h, written)
+        return written
+
+    def write_nowait(self, h: FileHandle, offset: int, data: bytes) -> int:
+        if not h.writable:
+            raise WouldBlock
+        of = h.open_file
+        if not of.lock.acquire(blocking=False):
+            raise WouldBlock
+        try:
+            spool = of.spool
+            if of.tail is None or spool is None or spool.sealed or offset != of.seq_end:
+                raise WouldBlock
+            if not spool.write_behind(offset, data, block=False):
+                raise WouldBlock  # the queue is full: wait for room on a worker thread
+            self._wrote(of, h, len(data))
+            return len(data)
+        finally:
+            of.lock.release()
+
+    def _wrote(self, of: OpenFile, h: FileHandle, written: int) -> None:
+        of.dirty = True
+        of.uncached_writes |= h.direct_io
+        of.mtime_ns = time.time_ns()
+        of.mtime_explicit = False
+        if of.seq_end is not None:
+            self._uploader.appended(of, written)
+
+    def sync(self, h: FileHandle, any_descriptor: bool) -> None:
+        if (any_descriptor or h.writable) and h.open_file.dirty:
+            self._uploader.upload(h.open_file)
+
+    def release(self, h: FileHandle) -> None:
+        if h.reader is not None:
+            with contextlib.suppress(Exception):
+                h.reader.close()
+        of = h.open_file
+        with of.lock:
+            of.handles -= 1
+            last = of.handles == 0
+            of.direct_handles -= h.direct_io
+            if h.passthrough:
+                self.passthrough.release(of.passthrough)
+        if not last:
+            return
+        try:
+            if of.dirty:
+                self._uploader.upload(of)
+        except Exception:
+            log.exception("upload of %s on release failed; its changes are lost", of.node.path)
+        finally:
+            self._state.unstaged.discard(of.node.tree, of.node.path, of.node)
+            self.close_open_file(of)

@@ -1,0 +1,175 @@
+"""Open handles of a mount: the typed state behind each ``fh`` the kernel holds.
+
+Owns ``HandleTable`` (fh -> handle) and the kinds of handle: ``FileHandle`` (one open(2) of a
+file: reads the object it opened, or the file's spool once there is one; writes if
+``writable``), ``ControlHandle`` (one open of a ``.lakefuse`` file: the message written so
+far, the text being read) and ``DirHandle`` (one opendir: how far its listing got).  Also
+``OpenFile``, what every handle of one file shares: its spool, whether it holds changes not
+uploaded yet, and the metadata an upload stores.
+
+Each handle names the part that serves it (``ops``, a ``HandleOps``, as a kernel ``struct
+file`` names its ``file_operations``): a request on a handle goes straight to that code, with
+no test of the handle's type on the way, and a request a kind of handle does not support gets
+the ``HandleOps`` default (EBADF, or WouldBlock for the ``_nowait`` calls).
+"""
+
+from __future__ import annotations
+
+import errno
+import threading
+import time
+from collections import deque
+
+from lakefuse.fs.attributes import entry_mtime_ns
+from lakefuse.fs.nodes import Node
+from lakefuse.fs.passthrough import PassthroughState
+from lakefuse.fs.replies import WouldBlock
+from lakefuse.fs.spool import Spool, SpoolTail
+from lakefuse.graveler.model import Entry
+
+
+class HandleOps:
+    """The requests on a handle; a part serving a kind of handle overrides what it supports."""
+
+    def read(self, h, offset: int, size: int) -> bytes:
+        raise OSError(errno.EBADF, "bad file handle")
+
+    def read_nowait(self, h, offset: int, size: int, buffer: bytearray):
+        raise WouldBlock
+
+    def write(self, h, offset: int, data: bytes) -> int:
+        raise OSError(errno.EBADF, "bad file handle")
+
+    def write_nowait(self, h, offset: int, data: bytes) -> int:
+        raise WouldBlock
+
+    def sync(self, h, any_descriptor: bool) -> None:
+        """flush (close of a descriptor: ``any_descriptor`` False) or fsync (True)."""
+
+    def release(self, h) -> None:
+        """The handle was taken out of the table: nothing else refers to it."""
+
+    def readdir(self, h, offset: int, add, blocking: bool) -> None:
+        raise OSError(errno.EBADF, "not a directory handle")
+
+
+class Handle:
+    __slots__ = ("ops", "node")
+
+    def __init__(self, ops: HandleOps, node: Node):
+        self.ops = ops
+        self.node = node
+
+
+class OpenFile:
+    """The shared state of every open handle of one file node."""
+
+    __slots__ = ("node", "lock", "handles", "spool", "dirty", "entry", "mtime_ns", "metadata",
+                 "content_type", "mtime_explicit", "seq_end", "tail", "uncached_writes", "passthrough",
+                 "direct_handles")
+
+    def __init__(self, node: Node, entry: Entry | None):
+        self.node = node
+        self.lock = threading.RLock()
+        self.handles = 0
+        self.spool: Spool | None = None
+        self.dirty = False
+        if entry is not None:
+            self.take_entry(entry)
+        else:  # a new file
+            self.entry: Entry | None = None  # the object a spool starts from (the latest one opened)
+            self.metadata: dict[str, str] = {}
+            self.content_type: str | None = None
+            self.mtime_ns = time.time_ns()
+        self.mtime_explicit = False  # mtime_ns was set by utime (stored with the next upload)
+        self.seq_end: int | None = None  # end of the bytes appended in order to an empty spool
+        self.tail: SpoolTail | None = None  # hashing, or streaming upload, of those bytes
+        self.uncached_writes = False  # written through a direct-I/O handle since the last upload
+        self.passthrough = PassthroughState()
+        self.direct_handles = 0  # open handles with direct I/O (see Files._new_file_handle)
+
+    def take_entry(self, entry: Entry) -> None:
+        """The file is now ``entry`` (opened, or its metadata changed): a spool starts from its
+        bytes, and its metadata, content type and mtime are the entry's."""
+        self.entry = entry
+        self.metadata = dict(entry.metadata)
+        self.content_type = entry.content_type
+        self.mtime_ns = entry_mtime_ns(entry)
+
+    def size(self) -> int:
+        if self.spool is not None:
+            return self.spool.size()
+        return self.entry.size if self.entry is not None else 0
+
+
+class FileHandle(Handle):
+    """One open(2): reads the object it opened (``entry``) until the file gets a spool.
+    ``direct_io``: the kernel sends this handle's writes without keeping them in its page
+    cache (see ``lakefuse.fs.files.writes_from_empty_only``); ``passthrough``: the handle
+    names its file's backing file (see ``lakefuse.fs.passthrough``)."""
+
+    __slots__ = ("open_file", "writable", "entry", "reader", "lock", "direct_io", "passthrough")
+
+    def __init__(self, ops: HandleOps, open_file: OpenFile, writable: bool, entry: Entry | None,
+                 direct_io: bool = False):
+        super().__init__(ops, open_file.node)
+        self.open_file = open_file
+        self.writable = writable
+        self.entry = entry
+        self.reader = None
+        self.lock = threading.Lock()
+        self.direct_io = direct_io
+        self.passthrough = False
+
+
+class ControlHandle(Handle):
+    """One open of a ``.lakefuse`` file: what was written (a commit message) and the text a
+    read started (kept while the reader goes on from offsets past 0)."""
+
+    __slots__ = ("written", "dirty", "snapshot")
+
+    def __init__(self, ops: HandleOps, node: Node):
+        super().__init__(ops, node)
+        self.written = bytearray()
+        self.dirty = False
+        self.snapshot: bytes | None = None
+
+
+class DirHandle(Handle):
+    """One opendir: the listing so far (see ``lakefuse.fs.readdir``)."""
+
+    __slots__ = ("static", "emitted", "names", "buffer", "after", "exhausted", "extras_done", "lock")
+
+    def __init__(self, ops: HandleOps, node: Node):
+        super().__init__(ops, node)
+        self.static: list[tuple[str, Node]] | None = None  # small listings, computed at once
+        #: position -> (key to resume after, name); key None: '.', '..' or a file being written
+        self.emitted: list[tuple[str | None, str]] = []
+        self.names: set[str] = set()
+        self.buffer: deque = deque()
+        self.after = ""
+        self.exhausted = False
+        self.extras_done = False
+        self.lock = threading.Lock()
+
+
+class HandleTable:
+    """fh -> handle; thread-safe (the mount's lock for changes, none for reads)."""
+
+    def __init__(self, lock: threading.Lock):
+        self._lock = lock
+        self._handles: dict[int, Handle] = {}
+        self._next_fh = 1
+        #: ``get(fh)``: the handle or None; a plain dict read (every read and write asks)
+        self.get = self._handles.get
+
+    def add(self, handle: Handle) -> int:
+        with self._lock:
+            fh = self._next_fh
+            self._next_fh += 1
+            self._handles[fh] = handle
+            return fh
+
+    def pop(self, fh: int) -> Handle | None:
+        with self._lock:
+            return self._handles.pop(fh, None)

@@ -1,0 +1,245 @@
+"""Names to inodes: ``Inodes`` serves lookup, forget and getattr.
+
+Owns which node a name stands for (repositories, refs, paths in a ref's tree, the control
+directory and its files), making nodes (the only place that does), the freshness of a tree
+node's stat (re-read from its tree once it expired: ``refresh``), and which tree a change
+to a node goes to (``writable_tree``: EROFS outside branches).  Files created through the
+mount but not uploaded yet are found here too (``lakefuse.fs.state.Unstaged``).
+
+Lookup and getattr run on the adapter's event loop with ``blocking=False``: from memory only,
+else ``WouldBlock``.  ``lookup`` of a name in a tree directory is the hottest call of a
+mount: one inode-table lock, no call that is not needed when the node exists.
+"""
+
+from __future__ import annotations
+
+import errno
+import time
+
+from lakefuse.errors import LakefuseError, ReadOnly
+from lakefuse.fs.attributes import NodeAttributes
+from lakefuse.fs.backend import MountRef
+from lakefuse.fs.nodes import (
+    REPOSITORIES_KEY,
+    ROOT_INODE,
+    Node,
+    NodeKind,
+    control_dir_key,
+    control_file_key,
+    path_key,
+    repository_key,
+)
+from lakefuse.fs.replies import Attributes, WouldBlock
+from lakefuse.fs.state import MountState
+from lakefuse.fs.tree import CONTROL_DIR_NAME, MAX_NAME_BYTES, ROOT_STAT, PathStat, Tree, decode_name
+
+CONTROL_FILES = ("commit", "head", "status")
+
+_DIR, _FILE = NodeKind.DIR, NodeKind.FILE
+_INF = float("inf")
+
+
+def refuse_control_dir_name(parent: Node, name: str, code: int) -> None:
+    """Refuse a change to the name of a branch's control directory (``name`` in the directory
+    ``parent``).  ``code``: EEXIST where the change would make the name (mkdir, create: it is
+    taken, and ``mkdir -p`` is content), EPERM where it would remove or replace it (unlink,
+    rmdir, rename)."""
+    if name == CONTROL_DIR_NAME and parent.path == "" and parent.kind is _DIR and parent.tree.is_branch:
+        raise OSError(code, f"{CONTROL_DIR_NAME} is reserved")
+
+
+class Inodes:
+    def __init__(self, state: MountState, attributes: NodeAttributes):
+        self._state = state
+        self._table = state.table
+        self._refs = state.refs
+        self._attrs = attributes.get
+        self._unstaged_files = state.unstaged.by_path  # read on the path of every lookup
+
+    def set_root(self, repo: str | None, ref: str | None) -> None:
+        """The mount's root: every repository, one repository, or one ref of one."""
+        backend = self._state.backend
+        if repo is None:
+            root = Node(ROOT_INODE, NodeKind.REPOSITORIES, REPOSITORIES_KEY)
+        elif ref is None:
+            if not backend.repository_exists(repo):
+                from lakefuse.errors import RepositoryNotFound
+
+                raise RepositoryNotFound(f"repository {repo!r} not found")
+            root = Node(ROOT_INODE, NodeKind.REPOSITORY, repository_key(repo), repo=repo)
+        else:
+            tree = self._refs.tree_for(repo, backend.resolve_ref(repo, ref))
+            root = Node(ROOT_INODE, NodeKind.DIR, path_key(tree.key, ""), repo=repo, tree=tree, path="",
+                        stat=ROOT_STAT, expires=_INF)
+        root.lookups = 1
+        self._table.set_root(root)
+
+    # ------------------------------------------------------------------ lookup / forget / getattr
+
+    def lookup(self, parent_ino: int, name: bytes | str, blocking: bool = True) -> Attributes:
+        """The child ``name`` of a directory (its lookup count goes up by one).  Raises
+        ENOENT; on immutable trees returns attributes with ``ino == 0`` instead (a negative
+        entry the kernel may cache)."""
+        parent = self._table.get(parent_ino)
+        if name.__class__ is bytes:
+            if len(name) > MAX_NAME_BYTES:
+                raise OSError(errno.ENAMETOOLONG, "name too long")
+            name = decode_name(name)
+        elif len(name.encode("utf-8")) > MAX_NAME_BYTES:
+            raise OSError(errno.ENAMETOOLONG, "name too long")
+        if name in (".", ".."):
+            raise OSError(errno.ENOENT, "no lookups of . and ..")
+        if parent.kind is _DIR:  # the common case, kept short: a name in a ref's tree
+            node = self._lookup_in_tree(parent, name, blocking)
+        else:
+            node = self._lookup_node(parent, name, blocking)
+            self._table.add_lookup(node)
+        if node is None:
+            state = self._state
+            ttl = state.immutable_ttl
+            return Attributes(0, 0, 0, 0, state.uid, state.gid, ttl, ttl)
+        return self._attrs(node)
+
+    def _lookup_in_tree(self, parent: Node, name: str, blocking: bool) -> Node | None:
+        """The node of ``name`` in the tree directory ``parent``, its lookup count taken; None
+        for a name an immutable tree does not have (a negative entry the kernel may cache)."""
+        tree = parent.tree
+        parent_path = parent.path
+        if parent_path:
+            path = f"{parent_path}/{name}"
+        elif name == CONTROL_DIR_NAME and tree.is_branch:
+            node = self.control_dir_node(tree)
+            self._table.add_lookup(node)
+            return node
+        else:
+            path = name
+        stat, expires = self.stat_path(tree, path, blocking)
+        if stat is None:
+            if tree.ttl is None:
+                return None
+            raise OSError(errno.ENOENT, path)
+        return self.tree_node(tree, path, stat, expires, lookups=1)
+
+    def _lookup_node(self, parent: Node, name: str, blocking: bool) -> Node:
+        """The child ``name`` of a node that is not a tree directory (no lookup count taken)."""
+        kind = parent.kind
+        if kind is NodeKind.REPOSITORY:
+            try:
+                ref = self._refs.resolve(parent.repo, name, blocking)
+            except LakefuseError as exc:
+                if exc.errno == errno.EINVAL:  # not even a valid ref expression
+                    raise OSError(errno.ENOENT, str(exc)) from None
+                raise
+            return self.ref_node(parent.repo, ref)
+        if kind is NodeKind.REPOSITORIES:
+            if name not in self._refs.repositories(blocking):
+                raise OSError(errno.ENOENT, f"repository {name!r} not found")
+            return self.repository_node(name)
+        if kind is NodeKind.CONTROL_DIR:
+            if name not in CONTROL_FILES:
+                raise OSError(errno.ENOENT, f"{CONTROL_DIR_NAME}/{name}")
+            return self.control_file_node(parent.tree, name)
+        raise OSError(errno.ENOTDIR, "not a directory")
+
+    def forget(self, items) -> None:
+        for ino, count in items:
+            self._table.forget(ino, count)
+
+    def getattr(self, ino: int, blocking: bool = True) -> Attributes:
+        node = self._table.get(ino)
+        self.refresh(node, blocking)
+        return self._attrs(node)
+
+    # ------------------------------------------------------------------ nodes
+
+    def repository_node(self, repo: str) -> Node:
+        return self._table.child(repository_key(repo), NodeKind.REPOSITORY, repo=repo)
+
+    def ref_node(self, repo: str, ref: MountRef) -> Node:
+        """The directory of ``ref`` in repository ``repo`` (the root of its tree)."""
+        tree = self._refs.tree_for(repo, ref)
+        node = self._table.child(path_key(tree.key, ""), _DIR, repo=repo, tree=tree, path="", stat=ROOT_STAT,
+                                 expires=_INF)
+        node.entry_timeout = self._refs.timeout(ref)
+        return node
+
+    def control_dir_node(self, tree: Tree) -> Node:
+        return self._table.child(control_dir_key(tree.key), NodeKind.CONTROL_DIR, repo=tree.repo, tree=tree)
+
+    def control_file_node(self, tree: Tree, name: str) -> Node:
+        return self._table.child(control_file_key(tree.key, name), NodeKind.CONTROL_FILE, repo=tree.repo, tree=tree,
+                                 name=name)
+
+    def tree_node(self, tree: Tree, path: str, stat: PathStat, expires: float, lookups: int = 0) -> Node:
+        """The node of ``path`` in ``tree`` (made if the table has none), now with ``stat``
+        unless it is being written; its lookup count goes up by ``lookups``.  On the path of
+        every lookup and listed entry: one lock, no other call when the node exists."""
+        kind = _DIR if stat.is_dir else _FILE
+        table = self._table
+        with table.lock:
+            node = table.find_path(tree.key, path)
+            if node is None or node.kind is not kind:
+                node = table.child(path_key(tree.key, path), kind, repo=tree.repo, tree=tree, path=path, stat=stat,
+                                   expires=expires)
+            else:
+                of = node.open_file
+                if of is None or not of.dirty:
+                    node.stat, node.expires = stat, expires
+            # InodeTable.add_lookup without its check for a dropped node: this one was just
+            # found in, or put into, the table under its lock
+            node.lookups += lookups
+            return node
+
+    def find(self, tree: Tree, path: str) -> Node | None:
+        """The node the kernel knows for ``path`` in ``tree``, if any."""
+        return self._table.find_path(tree.key, path)
+
+    def detach_path(self, tree: Tree, path: str) -> None:
+        """``path`` is gone (or replaced): its node no longer stands for it."""
+        node = self._table.find_path(tree.key, path)
+        if node is not None:
+            self._table.detach(node)
+
+    # ------------------------------------------------------------------ stats
+
+    def stat_path(self, tree: Tree, path: str, blocking: bool) -> tuple[PathStat | None, float]:
+        unstaged = self._unstaged_files
+        if unstaged:
+            node = unstaged.get((tree.key, path))
+            if node is not None and node.attached:
+                return node.stat, _INF
+        hit = tree.cached(path) if path else None
+        if hit is not None:
+            return hit
+        if not blocking and path:
+            raise WouldBlock
+        return tree.stat(path)
+
+    def refresh(self, node: Node, blocking: bool) -> None:
+        """Re-read a branch node's stat once its cached one expired."""
+        if node.kind not in (_DIR, _FILE) or node.path == "" or not node.attached:
+            return
+        if node.expires > time.monotonic():
+            return
+        of = node.open_file
+        if of is not None and (of.dirty or of.spool is not None):
+            return
+        stat, expires = self.stat_path(node.tree, node.path, blocking)
+        if stat is None or stat.is_dir != (node.kind is _DIR):
+            if of is not None:
+                return  # open files stay readable
+            raise OSError(errno.ENOENT, f"{node.path!r} no longer exists")
+        node.stat, node.expires = stat, expires
+
+    def writable_tree(self, node: Node) -> Tree:
+        """The tree a modification of ``node``'s children or of ``node`` itself goes to."""
+        if node.kind in (NodeKind.REPOSITORIES, NodeKind.REPOSITORY):
+            raise OSError(errno.EPERM, "repositories and refs cannot be created or changed through the mount")
+        if node.kind in (NodeKind.CONTROL_DIR, NodeKind.CONTROL_FILE):
+            raise OSError(errno.EPERM, f"{CONTROL_DIR_NAME}/ is reserved")
+        tree = node.tree
+        if not tree.writable:
+            if self._state.read_only:
+                raise ReadOnly("the mount is read-only")
+            raise ReadOnly(f"{tree.ref.name!r} is a {tree.ref.kind.value}, not a branch: read-only")
+        return tree

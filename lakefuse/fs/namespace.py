@@ -1,0 +1,213 @@
+"""Changes to names in a branch: ``Namespace`` serves mkdir, rmdir, unlink and rename.
+
+Owns how each becomes staged entries: ``mkdir`` stores a marker object ``a/b/``; ``rmdir``
+(ENOTEMPTY unless empty) drops it; ``unlink`` stages a deletion; ``rename`` of a file or of a
+whole directory is a metadata move (one staging transaction, no data copied; written files
+below are uploaded first).  When the last entry of a directory goes away, a marker keeps the
+directory, as POSIX expects (``_keep_parent``).  Inodes follow their paths (renamed nodes
+are re-keyed; removed or replaced ones detached).  Hard links and symlinks: EPERM.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+
+from lakefuse.fs.attributes import DEFAULT_DIR_MODE, NodeAttributes, mode_metadata
+from lakefuse.fs.backend import iter_listing
+from lakefuse.fs.inodes import Inodes, refuse_control_dir_name
+from lakefuse.fs.nodes import Node, NodeKind, path_key
+from lakefuse.fs.replies import Attributes
+from lakefuse.fs.state import MountState
+from lakefuse.fs.tree import PathStat, Tree, check_name, decode_name, dir_prefix, join
+from lakefuse.fs.uploads import Uploader
+from lakefuse.graveler.model import Entry
+
+#: renameat2(2) flags (not in the ``os`` module)
+RENAME_NOREPLACE = 1
+RENAME_EXCHANGE = 2
+
+
+class Namespace:
+    def __init__(self, state: MountState, inodes: Inodes, attributes: NodeAttributes, uploader: Uploader):
+        self._state = state
+        self._backend = state.backend
+        self._table = state.table
+        self._unstaged = state.unstaged
+        self._inodes = inodes
+        self._attrs = attributes.get
+        self._uploader = uploader
+
+    def mkdir(self, parent: Node, name: bytes | str, mode: int) -> Attributes:
+        tree = self._inodes.writable_tree(parent)
+        name = check_name(decode_name(name))
+        refuse_control_dir_name(parent, name, errno.EEXIST)
+        path = join(parent.path, name)
+        stat, _ = self._inodes.stat_path(tree, path, True)
+        if stat is not None:
+            raise OSError(errno.EEXIST, path)
+        marker = self._uploader.upload_empty(tree, dir_prefix(path), mode_metadata(mode, DEFAULT_DIR_MODE))
+        stat = PathStat(True, marker)
+        node = self._inodes.tree_node(tree, path, stat, tree.remember(path, stat))
+        self._table.add_lookup(node)
+        return self._attrs(node)
+
+    def rmdir(self, parent: Node, name: bytes | str) -> None:
+        tree = self._inodes.writable_tree(parent)
+        name = decode_name(name)
+        refuse_control_dir_name(parent, name, errno.EPERM)
+        path = join(parent.path, name)
+        tree.forget(path)
+        stat, _ = tree.stat(path)
+        if stat is None:
+            self._inodes.detach_path(tree, path)
+            return  # already gone (its last object was removed elsewhere)
+        if not stat.is_dir:
+            raise OSError(errno.ENOTDIR, path)
+        if tree.has_children(path) or self._unstaged.any_under(tree, path):
+            raise OSError(errno.ENOTEMPTY, path)
+        self._keep_parent(tree, parent.path, gone=[dir_prefix(path)])
+        if stat.entry is not None:
+            self._backend.stage_entries(tree.repo, tree.branch, [(dir_prefix(path), None)])
+        tree.remember(path, None)
+        self._inodes.detach_path(tree, path)
+
+    def unlink(self, parent: Node, name: bytes | str) -> None:
+        tree = self._inodes.writable_tree(parent)
+        name = decode_name(name)
+        refuse_control_dir_name(parent, name, errno.EPERM)
+        path = join(parent.path, name)
+        unstaged = self._unstaged.node(tree, path)
+        tree.forget(path)
+        stat, _ = tree.stat(path)
+        if stat is None and unstaged is None:
+            raise OSError(errno.ENOENT, path)
+        if stat is not None and stat.is_dir:
+            raise OSError(errno.EISDIR, path)
+        self._keep_parent(tree, parent.path, gone=[path])
+        if stat is not None:
+            self._backend.stage_entries(tree.repo, tree.branch, [(path, None)])
+        tree.remember(path, None)
+        if unstaged is not None:
+            self._unstaged.discard(tree, path, unstaged)
+        self._inodes.detach_path(tree, path)
+
+    @staticmethod
+    def link(*args) -> None:
+        raise OSError(errno.EPERM, "hard links are not supported")
+
+    @staticmethod
+    def symlink(*args) -> None:
+        raise OSError(errno.EPERM, "symbolic links are not supported")
+
+    # ------------------------------------------------------------------ rename
+
+    def rename(self, old_parent: Node, old_name: bytes | str, new_parent: Node, new_name: bytes | str,
+               flags: int = 0) -> None:
+        if flags & RENAME_EXCHANGE:
+            raise OSError(errno.EINVAL, "RENAME_EXCHANGE is not supported")
+        tree = self._inodes.writable_tree(old_parent)
+        if self._inodes.writable_tree(new_parent) is not tree:
+            raise OSError(errno.EXDEV, "rename across refs or repositories")
+        old_name, new_name = decode_name(old_name), check_name(decode_name(new_name))
+        refuse_control_dir_name(old_parent, old_name, errno.EPERM)
+        refuse_control_dir_name(new_parent, new_name, errno.EPERM)
+        old_path, new_path = join(old_parent.path, old_name), join(new_parent.path, new_name)
+        if old_path == new_path:
+            return
+        # the directory the entry leaves may need a marker, unless the entry stays inside it
+        keep_parent = None if new_path.startswith(dir_prefix(old_parent.path)) else old_parent.path
+        for path in (old_path, new_path):
+            tree.forget(path)
+        old_stat, _ = self._inodes.stat_path(tree, old_path, True)
+        if old_stat is None:
+            raise OSError(errno.ENOENT, old_path)
+        new_stat, _ = self._inodes.stat_path(tree, new_path, True)
+        if new_stat is not None and flags & RENAME_NOREPLACE:
+            raise OSError(errno.EEXIST, new_path)
+        if old_stat.is_dir:
+            if new_path.startswith(old_path + "/"):
+                raise OSError(errno.EINVAL, "cannot move a directory into itself")
+            if new_stat is not None:
+                if not new_stat.is_dir:
+                    raise OSError(errno.ENOTDIR, new_path)
+                if tree.has_children(new_path) or self._unstaged.any_under(tree, new_path):
+                    raise OSError(errno.ENOTEMPTY, new_path)
+            self._rename_dir(tree, keep_parent, old_path, new_path, new_stat)
+        else:
+            if new_stat is not None and new_stat.is_dir:
+                raise OSError(errno.EISDIR, new_path)
+            self._rename_file(tree, keep_parent, old_path, new_path)
+
+    def _rename_file(self, tree: Tree, old_parent_path: str | None, old_path: str, new_path: str) -> None:
+        node = self._inodes.find(tree, old_path)
+        of = node.open_file if node is not None else None
+        with of.lock if of is not None else contextlib.nullcontext():
+            if of is not None and of.dirty:
+                self._uploader.upload(of)
+            stat, _ = tree.stat(old_path)
+            if stat is None:
+                raise OSError(errno.ENOENT, old_path)
+            if old_parent_path is not None:
+                self._keep_parent(tree, old_parent_path, gone=[old_path])
+            self._backend.stage_entries(tree.repo, tree.branch, [(new_path, stat.entry), (old_path, None)])
+            tree.remember(old_path, None)
+            tree.remember(new_path, stat)
+            if node is not None:
+                self._table.rekey(node, path_key(tree.key, new_path))
+                node.path = new_path
+                node.stat = stat
+            else:
+                self._inodes.detach_path(tree, new_path)
+
+    def _rename_dir(self, tree: Tree, old_parent_path: str | None, old_path: str, new_path: str,
+                    new_stat: PathStat | None) -> None:
+        old_prefix, new_prefix = dir_prefix(old_path), dir_prefix(new_path)
+        # written files below the directory move with it: stage their bytes first
+        for node in self._table.nodes():
+            of = node.open_file
+            if of is not None and of.dirty and node.tree is tree and node.path.startswith(old_prefix):
+                self._uploader.upload(of)
+        moved = list(iter_listing(self._backend, tree.repo, tree.ref, old_prefix, delimiter=""))
+        items: list[tuple[str, Entry | None]] = []
+        for item in moved:
+            items.append((new_prefix + item.key[len(old_prefix):], item.entry))
+        moved_keys = {new_prefix + item.key[len(old_prefix):] for item in moved}
+        if new_stat is not None and new_stat.entry is not None and new_prefix not in moved_keys:
+            items.append((new_prefix, None))  # the empty directory replaced
+        items.extend((item.key, None) for item in moved)
+        if old_parent_path is not None:
+            self._keep_parent(tree, old_parent_path, gone=[old_prefix])
+        self._backend.stage_entries(tree.repo, tree.branch, items)
+        tree.forget_all()
+        # inodes below (and of) the directory now stand for the new paths
+        with self._table.lock:
+            if new_stat is not None:
+                self._inodes.detach_path(tree, new_path)
+            for node in self._table.nodes():
+                if node.tree is not tree or not node.attached:
+                    continue
+                if node.path == old_path or node.path.startswith(old_prefix):
+                    path = new_path + node.path[len(old_path):]
+                    self._table.rekey(node, path_key(tree.key, path))
+                    node.path = path
+                    node.expires = 0.0
+            self._unstaged.moved_under(tree, old_prefix)
+
+    # ------------------------------------------------------------------ markers
+
+    def _keep_parent(self, tree: Tree, parent_path: str, gone: list[str]) -> None:
+        """Before the keys ``gone`` leave directory ``parent_path``: if nothing else would keep
+        the directory, give it a marker (an emptied directory stays until rmdir)."""
+        if parent_path == "":
+            return
+        stat, _ = tree.stat(parent_path)
+        if stat is None or not stat.is_dir or stat.entry is not None:
+            return
+        if tree.has_children(parent_path, ignore=tuple(gone)) or self._unstaged.any_under(tree, parent_path):
+            return
+        marker = self._uploader.upload_empty(tree, dir_prefix(parent_path), {})
+        tree.remember(parent_path, PathStat(True, marker))
+        node = self._inodes.find(tree, parent_path)
+        if node is not None and node.kind is NodeKind.DIR:
+            node.stat = PathStat(True, marker)

@@ -1,0 +1,172 @@
+"""Directory listings: ``Readdir`` serves opendir and readdir.
+
+Owns the listing state machine of a ``DirHandle``.  Offsets are positions in the handle's
+listing: '.' and '..', then the tree's entries page by page (``Tree.list_dir``, resuming
+after the last key listed, so a huge directory is never re-read from the start), then files
+created here and not uploaded yet.  ``blocking=False`` (the adapter's event loop) answers from
+the handle's buffer and the pages the tree keeps in memory, else raises ``WouldBlock`` before
+reporting anything.  Listings of repositories, refs and the control directory are small and
+made at once (``static``).  Every reported entry's lookup count goes up by one, as the kernel
+expects of READDIRPLUS.
+"""
+
+from __future__ import annotations
+
+import errno
+import time
+from typing import Callable
+
+from lakefuse.fs.attributes import NodeAttributes
+from lakefuse.fs.handles import DirHandle, HandleOps
+from lakefuse.fs.inodes import CONTROL_FILES, Inodes
+from lakefuse.fs.nodes import Node, NodeKind
+from lakefuse.fs.replies import Attributes, WouldBlock
+from lakefuse.fs.state import MountState
+from lakefuse.fs.tree import Tree, dir_prefix
+
+Add = Callable[[bytes, Attributes, int], bool]
+
+
+class Readdir(HandleOps):
+    def __init__(self, state: MountState, inodes: Inodes, attributes: NodeAttributes):
+        self._state = state
+        self._table = state.table
+        self._inodes = inodes
+        self._attrs = attributes.get
+
+    def opendir(self, node: Node) -> int:
+        if not node.kind.is_dir:
+            raise OSError(errno.ENOTDIR, "not a directory")
+        return self._state.handles.add(DirHandle(self, node))
+
+    def readdir(self, h: DirHandle, offset: int, add: Add, blocking: bool) -> None:
+        if not blocking:
+            if not h.lock.acquire(blocking=False):
+                raise WouldBlock
+            h.lock.release()
+        with h.lock:
+            if h.node.kind is NodeKind.DIR:
+                self._readdir_tree(h, offset, add, blocking)
+            else:
+                if not blocking and (h.static is None or offset == 0):
+                    raise WouldBlock
+                self._readdir_static(h, offset, add)
+
+    # ------------------------------------------------------------------ repositories, refs, control files
+
+    def _readdir_static(self, h: DirHandle, offset: int, add: Add) -> None:
+        if h.static is None or offset == 0:
+            h.static = self._static_listing(h.node)
+        own = self._attrs(h.node)
+        for position in range(offset, len(h.static) + 2):
+            if position < 2:  # '.' and '..': reported without a lookup count
+                if not add(b"." * (position + 1), own, position + 1):
+                    return
+                continue
+            name, child = h.static[position - 2]
+            if not add(name.encode("utf-8"), self._attrs(child), position + 1):
+                self._table.drop_if_unused(child)
+                return
+            self._table.add_lookup(child)
+
+    def _static_listing(self, node: Node) -> list[tuple[str, Node]]:
+        inodes = self._inodes
+        if node.kind is NodeKind.REPOSITORIES:
+            repos = sorted(self._state.backend.list_repositories())
+            self._state.refs.listed_repositories(repos)
+            return [(repo, inodes.repository_node(repo)) for repo in repos]
+        if node.kind is NodeKind.REPOSITORY:
+            out = []
+            now = time.monotonic()
+            for ref in self._state.backend.list_refs(node.repo):
+                self._state.refs.remember(node.repo, ref, now)
+                out.append((ref.name, inodes.ref_node(node.repo, ref)))
+            return out
+        if node.kind is NodeKind.CONTROL_DIR:
+            return [(name, inodes.control_file_node(node.tree, name)) for name in CONTROL_FILES]
+        return []
+
+    # ------------------------------------------------------------------ a tree's directories
+
+    def _readdir_tree(self, h: DirHandle, offset: int, add: Add, blocking: bool = True) -> None:
+        node = h.node
+        tree = node.tree
+        if not blocking:  # from memory only: the buffered entries and the tree's kept pages
+            if offset != len(h.emitted):
+                raise WouldBlock
+            if not h.buffer and not h.exhausted and not self._buffer_kept_page(h):
+                raise WouldBlock  # before anything is reported: the caller retries it all
+        if offset != len(h.emitted):
+            self._seek(h, offset)
+        while len(h.emitted) < 2:  # '.' and '..': reported without a lookup count
+            position = len(h.emitted)
+            if not add(b"." * (position + 1), self._attrs(node), position + 1):
+                return
+            h.emitted.append((None, ""))
+        while True:
+            if not h.buffer:
+                if not h.exhausted:
+                    if blocking:
+                        page, h.after, h.exhausted = tree.list_dir(node.path, h.after, self._state.readdir_page)
+                        h.buffer.extend(page)
+                    elif not self._buffer_kept_page(h):
+                        return  # what was in memory is out; the kernel asks again for the rest
+                    continue
+                if h.extras_done:
+                    return
+                h.extras_done = True
+                h.buffer.extend(self._state.unstaged.listed_in(tree, node.path, h.names))
+                continue
+            if not self._emit_buffered(h, add, tree):
+                return
+
+    def _buffer_kept_page(self, h: DirHandle) -> bool:
+        """Buffer the next page of ``h``'s listing if the tree keeps it in memory."""
+        kept = h.node.tree.kept_page(h.node.path, h.after, self._state.readdir_page)
+        if kept is None:
+            return False
+        page, h.after, h.exhausted = kept
+        h.buffer.extend(page)
+        return True
+
+    def _emit_buffered(self, h: DirHandle, add: Add, tree: Tree) -> bool:
+        """Report the listed entries in ``h.buffer``; False once ``add`` says the kernel's
+        buffer is full.  The per-entry loop of every listing (``ls``, ``find``, a Spark
+        listing): the inode table's lock is held for the batch, and a name the table
+        knows already (a second listing) costs a dictionary lookup and its cached attributes."""
+        buffer, names, emitted = h.buffer, h.names, h.emitted
+        prefix = dir_prefix(h.node.path)
+        expires = tree._expiry()
+        tree_node, attrs_of, table = self._inodes.tree_node, self._attrs, self._table
+        with table.lock:
+            while buffer:
+                name, key, stat = buffer[0]
+                if name in names:  # a file and a directory of the same name: the file wins
+                    buffer.popleft()
+                    continue
+                child = tree_node(tree, prefix + name, stat, expires, lookups=1)
+                if not add(name.encode("utf-8"), attrs_of(child), len(emitted) + 1):
+                    table.forget(child.ino, 1)  # not reported after all (dropped if nothing else uses it)
+                    return False
+                buffer.popleft()
+                emitted.append((key, name))
+                names.add(name)
+        return True
+
+    def _seek(self, h: DirHandle, offset: int) -> None:
+        """Restart a listing at a position reported earlier (rewinddir, seekdir)."""
+        offset = max(0, min(offset, len(h.emitted)))
+        del h.emitted[offset:]
+        h.buffer.clear()
+        h.exhausted = h.extras_done = False
+        h.after = ""
+        for key, _name in reversed(h.emitted):
+            if key is not None:
+                h.after = key
+                break
+        h.names = {name for key, name in h.emitted if name}
+        # files being written were listed after the backend's entries: list them again
+        extras = [name for key, name in h.emitted if key is None and name]
+        if extras:
+            h.names.difference_update(extras)
+            h.emitted = [(key, name) for key, name in h.emitted if key is not None or not name]

@@ -1,0 +1,104 @@
+"""The state every part of a mounted filesystem shares: ``MountState``.
+
+Owns the options of the mount (ids, timeouts, the spool directory), the inode table, the
+handle table, the trees and name caches (``lakefuse.fs.refs.Refs``), the files created but
+not uploaded yet (``Unstaged``), and the one lock that guards the small shared structures
+(handles, trees, name caches, unstaged files; the inode table has its own).  The parts of
+``LakeFilesystem`` (inodes, attributes, files, uploads, readdir, namespace, metadata, xattrs,
+control files, change feed) each get this object, and the parts they call, when they are
+made; none of them holds state another part needs.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+from lakefuse.fs.backend import LakeBackend
+from lakefuse.fs.handles import HandleTable
+from lakefuse.fs.nodes import InodeTable, Node
+from lakefuse.fs.refs import Refs
+from lakefuse.fs.tree import PathStat, Tree, dir_prefix
+
+
+class Unstaged:
+    """Files created through this mount and not uploaded yet: until their first upload the
+    backend does not know them, so lookups, listings, emptiness checks (rmdir, rename) and
+    ``.lakefuse/status`` ask here too.  Keyed ``(tree key, path)``; a node that was unlinked
+    or replaced (not ``attached``) no longer counts."""
+
+    def __init__(self, lock: threading.Lock):
+        self._lock = lock
+        #: (tree key, path) -> node; read without the lock on the path of every lookup
+        self.by_path: dict[tuple, Node] = {}
+
+    def node(self, tree: Tree, path: str) -> Node | None:
+        return self.by_path.get((tree.key, path))
+
+    def add(self, node: Node) -> None:
+        with self._lock:
+            self.by_path[(node.tree.key, node.path)] = node
+
+    def discard(self, tree: Tree, path: str, node: Node) -> None:
+        """``node`` is no longer an unstaged file at ``path`` (uploaded, closed, unlinked)."""
+        with self._lock:
+            if self.by_path.get((tree.key, path)) is node:
+                del self.by_path[(tree.key, path)]
+
+    def listed_in(self, tree: Tree, path: str, seen: set[str]) -> list[tuple[str, None, PathStat]]:
+        """The unstaged files directly in directory ``path`` not in ``seen``, as listing rows
+        ``(name, None, stat)`` in name order."""
+        prefix = dir_prefix(path)
+        out = []
+        with self._lock:
+            for (tree_key, child_path), child in self.by_path.items():
+                if tree_key == tree.key and child_path.startswith(prefix) and child.attached:
+                    name = child_path[len(prefix):]
+                    if "/" not in name and name not in seen:
+                        out.append((name, None, child.stat))
+        return sorted(out, key=lambda item: item[0])
+
+    def any_under(self, tree: Tree, path: str) -> bool:
+        prefix = dir_prefix(path)
+        with self._lock:
+            return any(k == tree.key and p.startswith(prefix) and n.attached for (k, p), n in self.by_path.items())
+
+    def paths(self, tree: Tree) -> list[str]:
+        with self._lock:
+            return sorted(p for (k, p), n in self.by_path.items() if k == tree.key and n.attached)
+
+    def moved_under(self, tree: Tree, old_prefix: str) -> None:
+        """After a directory rename moved the nodes under ``old_prefix`` (``node.path`` is
+        their new path): file them under their new paths."""
+        with self._lock:
+            for (key, path), node in list(self.by_path.items()):
+                if key == tree.key and path.startswith(old_prefix):
+                    del self.by_path[(key, path)]
+                    self.by_path[(key, node.path)] = node
+
+
+class MountState:
+    """What the parts of one ``LakeFilesystem`` share (see the module docstring)."""
+
+    def __init__(self, backend: LakeBackend, *, spool_dir: str, read_only: bool, uid: int | None,
+                 gid: int | None, branch_ttl: float, immutable_ttl: float, readdir_page: int,
+                 change_feed: bool, watched_branch_ttl: float):
+        self.backend = backend
+        self.read_only = read_only
+        self.uid = os.getuid() if uid is None else uid
+        self.gid = os.getgid() if gid is None else gid
+        self.branch_ttl = branch_ttl
+        self.immutable_ttl = immutable_ttl
+        self.watched_branch_ttl = watched_branch_ttl
+        self.readdir_page = readdir_page
+        self.spool_dir = spool_dir
+        os.makedirs(spool_dir, exist_ok=True)
+        self.mount_time_ns = time.time_ns()
+        #: the backend's change feed, if this mount is watched (see ``lakefuse.fs.changes``)
+        self.change_feed = getattr(backend, "branch_changes", None) if change_feed else None
+        self.lock = threading.Lock()  # handles, trees, name caches, unstaged files
+        self.table = InodeTable()
+        self.handles = HandleTable(self.lock)
+        self.unstaged = Unstaged(self.lock)
+        self.refs = Refs(self)

@@ -1,0 +1,250 @@
+"""Written files to objects: ``Uploader`` owns spools and uploads.
+
+A file being written lives in a local spool file (``lakefuse.fs.spool``), seeded with the
+object's bytes on the first write that does not truncate it (``ensure_spool``) or emptied
+(``truncate``); ``upload`` stores it as a new object and stages it (fsync, close, commit,
+rename, unmount).  A big file written in order from empty gets a ``SpoolTail`` once it passes
+``TAIL_MIN_BYTES``: its bytes are hashed as they arrive when storage is on this machine (the
+spool file is then moved into storage at close, not copied), else streamed to storage while
+written, so close costs little more than an fsync.  Also the empty objects of directory
+markers (``upload_empty``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+
+from lakefuse.fs.attributes import MTIME_NS_KEY
+from lakefuse.fs.handles import OpenFile
+from lakefuse.fs.spool import Spool, SpoolTail
+from lakefuse.fs.state import MountState
+from lakefuse.fs.tree import PathStat, Tree
+from lakefuse.graveler.model import Entry
+
+log = logging.getLogger(__name__)
+
+#: a file written sequentially from empty gets a ``SpoolTail`` once it is this big: hashing its
+#: bytes as they arrive (storage on this machine) or streaming them to storage (remote)
+TAIL_MIN_BYTES = 8 * 1024 * 1024
+#: how much a hashing tail reads from the spool at a time
+HASH_CHUNK = 4 * 1024 * 1024
+
+
+class Uploader:
+    def __init__(self, state: MountState):
+        self._state = state
+        self._backend = state.backend
+        self._stream_upload = getattr(state.backend, "upload_stream", None)  # optional: see SpoolTail
+        self._stores_locally: dict[str, bool] = {}  # repo -> backend.stores_locally(repo)
+
+    # ------------------------------------------------------------------ spools
+
+    def ensure_spool(self, of: OpenFile, keep: int | None = None) -> None:
+        """Give ``of`` a writable spool holding the file's current bytes (the first ``keep``
+        of them): from its object, or from its sealed spool (whose file storage took)."""
+        sealed = of.spool
+        if sealed is not None and not sealed.sealed:
+            return
+        spool = Spool(self._state.spool_dir)
+        try:
+            if sealed is not None:
+                size = sealed.size() if keep is None else min(sealed.size(), keep)
+                if size > 0:
+                    spool.fill_from(sealed, size)
+            else:
+                entry = of.entry
+                size = entry.size if entry is not None else 0
+                if keep is not None:
+                    size = min(size, keep)
+                if size > 0:
+                    reader = self._backend.open_reader(of.node.tree.repo, entry)
+                    try:
+                        spool.fill_from(reader, size)
+                    finally:
+                        reader.close()
+        except BaseException:
+            spool.close()
+            raise
+        of.spool = spool
+        of.seq_end = 0 if size == 0 else None
+        if sealed is not None:
+            sealed.close()
+
+    def truncate(self, of: OpenFile, size: int) -> None:
+        """Cut (or extend) the file to ``size`` bytes, now (under ``of.lock``): open(O_TRUNC),
+        create of an existing file, and truncate(2) all come here.  The file is changed and
+        its mtime is now (no longer one set by utime)."""
+        self.ensure_spool(of, keep=min(size, of.size()))
+        self.stop_tail(of)
+        of.spool.truncate(size)
+        of.seq_end = 0 if size == 0 else None
+        of.dirty = True
+        of.mtime_ns = time.time_ns()
+        of.mtime_explicit = False
+
+    # ------------------------------------------------------------------ tails
+
+    def local_storage(self, repo: str) -> bool:
+        local = self._stores_locally.get(repo)
+        if local is None:
+            local = self._stores_locally[repo] = bool(self._backend.stores_locally(repo))
+        return local
+
+    def appended(self, of: OpenFile, written: int) -> None:
+        """``written`` bytes were appended to a file written in order from empty: once it is
+        big, start its tail."""
+        of.seq_end += written
+        if of.tail is None and of.seq_end >= TAIL_MIN_BYTES:
+            self._start_tail(of)
+
+    def _start_tail(self, of: OpenFile) -> None:
+        """Hash the appended bytes as they arrive when storage is on this machine (the spool is
+        moved there at close), else stream them to storage."""
+        tree, path = of.node.tree, of.node.path
+        if self.local_storage(tree.repo):
+            hasher = self._backend.content_hasher()
+            spool = of.spool
+
+            def consume(stream) -> str:
+                position = 0
+                while chunk := stream.read(HASH_CHUNK):
+                    hasher.update(chunk)  # hashlib releases the GIL: this runs beside the writes
+                    # storage fsyncs the file at close: have the disk take the bytes meanwhile
+                    spool.start_writeback(position, len(chunk))
+                    position += len(chunk)
+                return hasher.hexdigest()
+
+            of.tail = SpoolTail(spool, of.seq_end, consume, name="lakefuse-spool-hash")
+            spool.listener = of.tail.feed
+            return
+        if self._stream_upload is None:
+            return
+        mtime, metadata, content_type = self._upload_settings(of)
+
+        def consume(stream) -> Entry:
+            return self._stream_upload(tree.repo, tree.branch, path, stream, mtime=mtime, metadata=metadata,
+                                       content_type=content_type)
+
+        of.tail = SpoolTail(of.spool, of.seq_end, consume, name="lakefuse-spool-upload")
+        of.spool.listener = of.tail.feed
+
+    @staticmethod
+    def stop_tail(of: OpenFile) -> None:
+        tail, of.tail = of.tail, None
+        if tail is not None:
+            if of.spool is not None:
+                of.spool.listener = None
+            tail.abort()
+
+    def _finish_tail(self, of: OpenFile) -> Entry | str | None:
+        """What the tail made of the file's bytes if it read exactly all of them: the entry of
+        a streaming upload (restaged if metadata changed meanwhile) or their checksum; else
+        None (the caller stores the spool the ordinary way)."""
+        of.spool.drain()  # every byte in the file (raises what failed the spool)
+        tail, of.tail = of.tail, None
+        of.spool.listener = None
+        node = of.node
+        if not node.attached or of.seq_end is None or of.seq_end != of.spool.size() or tail is None:
+            if tail is not None:
+                tail.abort()
+            return None
+        try:
+            result = tail.finish()
+        except Exception as exc:  # noqa: BLE001 - the ordinary upload follows
+            log.debug("spool tail of %s failed (%s); storing the spool", node.path, exc)
+            return None
+        if tail.consumed != of.seq_end:
+            return None
+        if not isinstance(result, Entry):
+            return result  # the checksum
+        entry = result
+        if entry.size != of.seq_end:
+            return None
+        mtime, metadata, content_type = self._upload_settings(of)
+        if entry.mtime != mtime or dict(entry.metadata) != metadata or (content_type and entry.content_type != content_type):
+            entry = dataclasses.replace(entry, mtime=mtime, metadata=metadata,
+                                        content_type=content_type or entry.content_type)
+            self._backend.stage_entries(node.tree.repo, node.tree.branch, [(node.path, entry)])
+        return entry
+
+    # ------------------------------------------------------------------ uploads
+
+    @staticmethod
+    def _upload_settings(of: OpenFile) -> tuple[int, dict[str, str], str | None]:
+        """mtime, user metadata and content type an upload of ``of`` stores."""
+        metadata = dict(of.metadata)
+        if of.mtime_explicit:
+            metadata[MTIME_NS_KEY] = str(of.mtime_ns)
+        else:
+            metadata.pop(MTIME_NS_KEY, None)
+        return of.mtime_ns // 1_000_000_000, metadata, of.content_type
+
+    def upload(self, of: OpenFile) -> None:
+        """Store and stage the file's bytes if it changed since its last upload."""
+        with of.lock:
+            if not of.dirty:
+                return
+            node = of.node
+            tree = node.tree
+            if not node.attached:
+                self.stop_tail(of)
+                of.dirty = False  # unlinked while open: nothing to keep
+                return
+            tail_result = self._finish_tail(of) if of.tail is not None else None
+            if isinstance(tail_result, Entry):
+                entry = tail_result  # streamed while written
+            else:
+                entry = self._store_spool(of, checksum=tail_result)
+            of.dirty = False
+            of.seq_end = None
+            # the stored object, but the open file keeps its own mtime (to the nanosecond) and
+            # content type (None: the backend's choice): not ``take_entry``
+            of.entry = entry
+            of.metadata = dict(entry.metadata)
+            of.mtime_explicit = False
+            node.stat = PathStat(False, entry)
+            node.expires = tree.remember(node.path, node.stat)
+            # the kernel's pages hold these bytes, unless some were written around its cache
+            node.cache_id = None if of.uncached_writes else (entry.physical_address, entry.checksum)
+            of.uncached_writes = False
+            self._state.unstaged.discard(tree, node.path, node)
+
+    def _store_spool(self, of: OpenFile, checksum: str | None) -> Entry:
+        """Upload the spool and stage it.  Storage on this machine takes the spool file itself
+        (moved, not copied: the spool is sealed first, and a later write copies its bytes to a
+        new spool)."""
+        node = of.node
+        tree = node.tree
+        if of.spool.sealed:  # an earlier move failed half-way: the file may be gone
+            self.ensure_spool(of)
+            checksum = None
+        move = self.local_storage(tree.repo)
+        if move:
+            of.spool.seal()
+        mtime, metadata, content_type = self._upload_settings(of)
+        return self._backend.upload_file(tree.repo, tree.branch, node.path, of.spool.path, mtime=mtime,
+                                         metadata=metadata, content_type=content_type, checksum=checksum, move=move)
+
+    def flush_all(self, tree: Tree | None = None) -> list[tuple[str, Exception]]:
+        """Upload every written file (of one tree); the failures."""
+        failures = []
+        for node in self._state.table.nodes():
+            of = node.open_file
+            if of is None or not of.dirty or (tree is not None and node.tree is not tree):
+                continue
+            try:
+                self.upload(of)
+            except Exception as exc:  # noqa: BLE001 - reported to the caller
+                failures.append((node.path, exc))
+        return failures
+
+    def upload_empty(self, tree: Tree, key: str, metadata: dict[str, str]) -> Entry:
+        """Store and stage an empty object (a directory marker)."""
+        spool = Spool(self._state.spool_dir)
+        try:
+            return self._backend.upload_file(tree.repo, tree.branch, key, spool.path, mtime=int(time.time()),
+                                             metadata=metadata)
+        finally:
+            spool.close()
