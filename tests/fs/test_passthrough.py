@@ -186,3 +186,107 @@ def test_without_local_files_nothing_is_registered(tmp_path, make_driver):
     assert fs.passthrough is None
     result = fs.open(make_driver(fs).ino("sales/main~0/top.csv"), os.O_RDONLY)
     assert result.backing_id == 0
+
+
+# ---------------------------------------------------------------- RELEASE after the next OPEN
+
+
+class KernelInode:
+    """One inode's io mode as Linux keeps it (``fs/fuse/iomode.c``), to check the replies the
+    mount gives: cached opens count up; passthrough opens count down and hold one backing file,
+    which every open must then name; a direct-I/O open without passthrough takes no mode, but
+    is refused while a backing file is held.  A refused open is EIO, as from the kernel."""
+
+    def __init__(self, backings: RecordingBackings):
+        self._backings = backings
+        self.counter = 0  # > 0: cached opens; < 0: passthrough opens
+        self.backing_id = 0  # the backing file the inode holds (ids are never reused here)
+
+    def open(self, result) -> str:
+        if self.backing_id and not result.backing_id:
+            raise OSError(errno.EIO, "FOPEN_PASSTHROUGH expected")
+        if result.backing_id:
+            if result.backing_id not in self._backings.open_ids or self.counter > 0 or \
+                    self.backing_id not in (0, result.backing_id):
+                raise OSError(errno.EIO, f"backing file {result.backing_id} refused")
+            self.counter -= 1
+            self.backing_id = result.backing_id
+            return "passthrough"
+        if result.direct_io:
+            return "direct"
+        if self.counter < 0:
+            raise OSError(errno.EIO, "cached open of an inode in passthrough mode")
+        self.counter += 1
+        return "cached"
+
+    def close(self, mode: str) -> None:
+        """close(2): the kernel leaves the mode at once; its RELEASE reaches the mount later."""
+        if mode == "passthrough":
+            self.counter += 1
+            if self.counter == 0:
+                self.backing_id = 0
+        elif mode == "cached":
+            self.counter -= 1
+
+
+def test_a_release_arriving_after_the_next_open(local_fs, make_driver):
+    """The kernel closed the file; its RELEASE reaches the mount after the next OPEN: that open
+    still names the backing file the kernel may hold, and so do the opens after it."""
+    fs, backings, _ = local_fs
+    drive = make_driver(fs)
+    ino = drive.ino("sales/main/top.csv")
+    kernel = KernelInode(backings)
+    first = fs.open(ino, os.O_RDONLY)
+    kernel.close(kernel.open(first))
+    again = fs.open(ino, os.O_RDONLY)  # the first handle's RELEASE is still on its way
+    assert again.backing_id == first.backing_id and not again.direct_io
+    modes = [kernel.open(again)]
+    fs.release(first.fh)
+    appender = fs.open(ino, os.O_WRONLY | os.O_APPEND)
+    assert appender.backing_id == first.backing_id and appender.direct_io
+    modes.append(kernel.open(appender))
+    for result, mode in zip((again, appender), modes):
+        kernel.close(mode)
+        fs.release(result.fh)
+    assert not backings.open_ids and kernel.counter == 0
+
+
+def test_a_release_served_while_the_next_open_is(local_fs, make_driver, monkeypatch):
+    """The interleaving of the flaky real-mount test (``test_a_writer_beside_a_kernel_reader``):
+    the next OPEN finds the file's open state, then the RELEASE of its last handle (served on
+    another worker thread meanwhile) releases the backing file and drops that state, then the
+    OPEN counts itself in.  It must not register a backing file in the dropped state, where
+    the open after it would not see it: that open, answered without passthrough while the
+    kernel holds the backing file, failed with EIO."""
+    fs, backings, _ = local_fs
+    drive = make_driver(fs)
+    ino = drive.ino("sales/main/top.csv")
+    kernel = KernelInode(backings)
+    first = fs.open(ino, os.O_RDONLY)
+    kernel.close(kernel.open(first))
+
+    files = fs._files
+    find_open_file = files._open_file
+
+    def release_meanwhile(node):
+        found = find_open_file(node)
+        monkeypatch.setattr(files, "_open_file", find_open_file)  # once
+        fs.release(first.fh)
+        return found
+
+    monkeypatch.setattr(files, "_open_file", release_meanwhile)
+    again = fs.open(ino, os.O_RDONLY)
+    assert again.backing_id and not again.direct_io and first.fh not in fs.state.handles._handles
+    modes = [kernel.open(again)]
+    appender = fs.open(ino, os.O_WRONLY | os.O_APPEND)  # EIO from the kernel before the fix
+    assert appender.backing_id == again.backing_id and appender.direct_io
+    modes.append(kernel.open(appender))
+    fs.write(appender.fh, 8, b"3,4\n")
+    for result, mode in zip((appender, again), modes):
+        kernel.close(mode)
+        fs.release(result.fh)
+    assert not backings.open_ids and kernel.counter == 0 and kernel.backing_id == 0
+    assert drive.read("sales/main/top.csv") == b"x,y\n1,2\n3,4\n"
+    later = fs.open(ino, os.O_RDONLY)  # alone again: the new object's file
+    assert later.backing_id and kernel.open(later) == "passthrough"
+    fs.release(later.fh)
