@@ -82,7 +82,9 @@ class Files(HandleOps):
     # ------------------------------------------------------------------ open files
 
     def _open_file(self, node: Node) -> tuple[OpenFile, bool]:
-        """The node's OpenFile, creating one (``True``) if none is open."""
+        """The node's OpenFile, creating one (``True``) if none is open.  Not yet counted in:
+        the release of its last handle may drop it before the caller takes its lock (see
+        ``_join_open_file``)."""
         with self._table.lock:
             of = node.open_file
             if of is not None:
@@ -94,18 +96,41 @@ class Files(HandleOps):
 
     def close_open_file(self, of: OpenFile) -> None:
         """Drop ``of`` if no handle uses it (and the node, if nothing else does)."""
-        with self._table.lock:
-            if of.handles > 0:
-                return
-            node = of.node
-            if node.open_file is of:
-                node.open_file = None
-            self._table.drop_if_unused(node)
-        with of.lock:
+        with of.lock:  # an open joins ``of`` under this lock only while the node still names it
+            with self._table.lock:
+                if of.handles > 0:
+                    return
+                node = of.node
+                if node.open_file is of:
+                    node.open_file = None
+                self._table.drop_if_unused(node)
             self._uploader.stop_tail(of)
             spool, of.spool = of.spool, None
             if spool is not None:
                 spool.close()
+
+    @contextlib.contextmanager
+    def _join_open_file(self, node: Node, handle: bool = True):
+        """``(of, created)``: the node's OpenFile, under its lock, with the new handle counted in
+        (unless not ``handle``: a path-based truncate).
+
+        RELEASE reaches the mount whenever the kernel sends it, on another worker thread than
+        the next OPEN of the file.  That OPEN may find the OpenFile just before the release of
+        its last handle drops it (``close_open_file``); counted into the dropped one, the new
+        handle would be invisible to the opens after it: the first would register a backing
+        file there, the next would see no backing file, answer without passthrough, and the
+        kernel, holding the backing file, refuses that open with EIO.  So an open joins the
+        OpenFile only while the node still names it (checked under its lock, the lock under
+        which ``close_open_file`` drops it), else looks again."""
+        while True:
+            of, created = self._open_file(node)
+            with of.lock:
+                if node.open_file is not of:
+                    continue  # dropped by the release of its last handle meanwhile
+                if handle:
+                    of.handles += 1
+                yield of, created
+                return
 
     def close_all(self) -> None:
         """Unmount: drop every open file, whatever its handles (upload first)."""
@@ -123,9 +148,7 @@ class Files(HandleOps):
         if writable or truncate:
             self._inodes.writable_tree(node)
         self._inodes.refresh(node, True)
-        of, created = self._open_file(node)
-        with of.lock:
-            of.handles += 1
+        with self._join_open_file(node) as (of, created):
             current = node.stat.entry if node.stat is not None else None
             if of.spool is None and not of.dirty and current is not None and current is not of.entry:
                 of.take_entry(current)  # the object changed since the other handles opened it
@@ -155,10 +178,8 @@ class Files(HandleOps):
             raise OSError(errno.EEXIST, path)
         new_stat = stat if stat is not None else PathStat(False, None)
         node = self._inodes.tree_node(tree, path, new_stat, expires if stat is not None else float("inf"))
-        of, created = self._open_file(node)
         truncated = stat is None or bool(flags & os.O_TRUNC)
-        with of.lock:
-            of.handles += 1
+        with self._join_open_file(node) as (of, created):
             if truncated:
                 self._truncate_new(of, created)
             if stat is None:
@@ -213,9 +234,9 @@ class Files(HandleOps):
     def truncate(self, node: Node, size: int) -> None:
         """truncate(2) of a file (with or without an open handle)."""
         self._inodes.refresh(node, True)
-        of, created = self._open_file(node)
+        of = created = None
         try:
-            with of.lock:
+            with self._join_open_file(node, handle=False) as (of, created):
                 self._uploader.truncate(of, size)
                 if of.handles == 0:
                     self._uploader.upload(of)  # path-based truncate: no close will follow

@@ -21,6 +21,19 @@ So, per open file (``PassthroughState``, one per ``OpenFile``):
   changed) gets ``direct_io`` and is served by the mount as usual;
 - the backing file is released (``BackingFiles.close``) with the last handle that named it.
 
+RELEASE is asynchronous: the kernel leaves the inode's mode at close(2), and its RELEASE reaches
+the mount later, possibly after the next OPEN.  The counts here therefore only ever lag behind
+the kernel's (a handle the mount still counts may be closed there, never the other way round),
+and each answer is one the kernel accepts either way: while any handle that named the backing
+file is still counted, the kernel may hold it, so every open names it (and it stays registered,
+so the kernel can also take it up afresh); a new backing file, or an open without passthrough,
+only when the mount counts no such handle, when the kernel holds none either.  No answer is
+safe without that count: the kernel refuses an open without passthrough while it holds a
+backing file, ``direct_io`` or not (``fuse_file_io_open``), and one naming another backing file.
+That needs every handle of the file counted in the same ``PassthroughState`` (its
+``OpenFile``), also an OPEN served while the RELEASE of the file's last handle is
+(``lakefuse.fs.files.Files._join_open_file``).
+
 A handle served by the kernel reads the bytes it opened until it is closed, even if the file is
 written meanwhile through another handle, as with any object a handle opened before the change.
 """
