@@ -28,8 +28,9 @@ from typing import BinaryIO, Callable, Iterable, Iterator, Mapping
 from lakefuse.block.base import BlockAdapter
 from lakefuse.checksums import content_hasher, is_content_checksum, verifier_hasher
 from lakefuse.errors import CorruptedData, InvalidArgument, ObjectNotFound
+from lakefuse.graveler.changes import Change, ChangeType
 from lakefuse.graveler.committed.encoding import entry_to_record, record_to_entry
-from lakefuse.graveler.graveler import Change, ChangeType, Graveler
+from lakefuse.graveler.graveler import Graveler
 from lakefuse.graveler.merge import MergeStrategy
 from lakefuse.graveler.model import BranchCursor, Commit, CommitID, Entry, TagID, ValueRecord, string_map
 from lakefuse.graveler.once import OncePerKey

@@ -1,7 +1,7 @@
 """Caches the core reads through: a multi-process disk cache of immutable named files and an
 in-process RAM cache bounded in bytes.
 
-Owns nothing itself; re-exports the public API of ``disk``, ``ram`` and ``stats``:
+Owns nothing itself; re-exports the public API of ``disk``, ``layout``, ``ram`` and ``stats``:
 
 - ``DiskCache(directory, max_bytes, name="files")``: ``get(name, fetch) -> path``,
   ``open(name, fetch) -> file``, ``put_file``, ``contains``, ``invalidate``, ``stats``,
@@ -12,8 +12,9 @@ Owns nothing itself; re-exports the public API of ``disk``, ``ram`` and ``stats`
 - ``CacheStats``: hits, misses, evictions, corrupted, bytes, entries.
 """
 
-from lakefuse.cache.disk import DiskCache, check_cache_name, read_disk_cache_stats
+from lakefuse.cache.disk import DiskCache
+from lakefuse.cache.layout import check_cache_name
 from lakefuse.cache.ram import RamCache
-from lakefuse.cache.stats import CacheStats
+from lakefuse.cache.stats import CacheStats, read_disk_cache_stats
 
 __all__ = ["CacheStats", "DiskCache", "RamCache", "check_cache_name", "read_disk_cache_stats"]

@@ -1,18 +1,12 @@
 """Disk cache of immutable named files, shared by several processes through one directory.
 
-Owns the on-disk layout of a cache directory, the cross-process lock, LRU eviction, checksum
-verification, repair after crashes or tampering, and the persisted counters (in the index,
-read without a running process by ``read_disk_cache_stats``).
+Owns the cross-process lock, LRU eviction, checksum verification, repair after crashes or
+tampering, and persisting the counters (in the index; read without a running process by
+``stats.read_disk_cache_stats``).  Where files live is ``layout``'s.
 
-Layout of a cache directory.  One directory is one cache (``name`` is only a label): give each
-cache its own directory (e.g. ``<cache dir>/ranges``, ``<cache dir>/blocks``); instances opened
-on the same directory share its entries, byte bound and counters::
-
-    <dir>/lock              flock(2) target: every insert, eviction, drop, repair, counter flush
-    <dir>/index.sqlite3     WAL SQLite (+ -wal/-shm): name -> (size, sha256), byte/entry totals
-                            and the cumulative counters of every process that used the directory
-    <dir>/tmp/              fetches land here first (same filesystem, so the rename is atomic)
-    <dir>/<name[:2]>/<name> the cached files (shard directories keep directories small)
+One directory is one cache (``name`` is only a label): give each cache its own directory (e.g.
+``<cache dir>/ranges``, ``<cache dir>/blocks``); instances opened on the same directory share its
+entries, byte bound and counters.  The files in a cache directory are described in ``layout``.
 
 Protocol.  Reads take no lock.  A miss fetches into ``tmp/`` outside the lock, hashes the file,
 then under the lock: records it in the index (commit), stamps its mtime, renames it into place
@@ -45,8 +39,6 @@ import fcntl
 import hashlib
 import io
 import os
-import re
-import secrets
 import shutil
 import sqlite3
 import stat
@@ -58,37 +50,28 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterator
 
-from lakefuse.cache.index import CacheIndex, is_corruption, read_index_stats, remove_index_files
+from lakefuse.cache.index import CacheIndex, is_corruption, remove_index_files
+from lakefuse.cache.layout import (
+    INDEX_FILE,
+    LOCK_FILE,
+    TMP_DIR,
+    check_cache_name,
+    clean_tmp,
+    entry_path,
+    new_tmp_path,
+    remove_entry,
+    scandir,
+    shard_dirs,
+    unlink_quietly,
+)
 from lakefuse.cache.stats import COUNTER_FIELDS, CacheStats
 from lakefuse.errors import ConfigError, InvalidArgument, NotFound, StorageError
 
 HASH_CHUNK = 1024 * 1024
-MAX_NAME_LENGTH = 255
-LOCK_FILE = "lock"
-INDEX_FILE = "index.sqlite3"
-TMP_DIR = "tmp"
-TMP_MAX_AGE_SECONDS = 3600.0
 LOCK_TIMEOUT_SECONDS = 60.0
 
-_NAME_RE = re.compile(r"[A-Za-z0-9_\-][A-Za-z0-9_.\-]*\Z")
-_SHARD_RE = re.compile(r"[A-Za-z0-9_\-][A-Za-z0-9_.\-]?\Z")
 _VERIFY_RETRIES = 4
 _RETRY = object()  # "another process changed this entry while we looked": look again
-
-
-def check_cache_name(name: str) -> str:
-    """Return ``name`` if it is a safe single path component for a cache entry.
-
-    Allowed: ASCII letters, digits, ``_ - .``, 1-255 characters, not starting with ``.``
-    (which also rules out ``.`` and ``..``).  Raises ``InvalidArgument`` otherwise.
-    """
-    if not isinstance(name, str):
-        raise InvalidArgument(f"invalid cache entry name {name!r}: must be a string")
-    if not name or len(name) > MAX_NAME_LENGTH or not _NAME_RE.match(name):
-        raise InvalidArgument(
-            f"invalid cache entry name {name!r}: use 1-{MAX_NAME_LENGTH} of [A-Za-z0-9_.-], not starting with '.'"
-        )
-    return name
 
 
 def sha256_of_file(f: BinaryIO) -> bytes:
@@ -101,31 +84,6 @@ def sha256_of_file(f: BinaryIO) -> bytes:
         if not n:
             return digest.digest()
         digest.update(view[:n])
-
-
-def read_disk_cache_stats(directory: str | os.PathLike) -> dict:
-    """Cumulative counters of a cache directory, as last persisted by any process.
-
-    Works without a running cache process (it reads the index read-only).  Keys: ``hits
-    misses evictions corrupted bytes entries`` (ints), ``name`` and ``max_bytes`` of the last
-    process that persisted counters, ``updated_at`` (unix time, float).  A directory that holds
-    no cache (or no readable index) reads as zeros with ``None`` for the last three.
-    """
-    result = {**CacheStats().as_dict(), "name": None, "max_bytes": None, "updated_at": None}
-    found = read_index_stats(os.path.join(os.fspath(directory), INDEX_FILE))
-    if found is None:
-        return result
-    counters, (result["bytes"], result["entries"]), meta = found
-    for key in COUNTER_FIELDS:
-        result[key] = int(counters.get(key, 0))
-    # an index whose processes never persisted counters (created, then closed unused) has
-    # no meta rows at all: read each one as optional
-    result["name"] = meta.get("name")
-    with suppress(TypeError, ValueError):
-        result["max_bytes"] = int(meta.get("max_bytes"))
-    with suppress(TypeError, ValueError):
-        result["updated_at"] = float(meta.get("updated_at"))
-    return result
 
 
 _OPEN_CACHES: "weakref.WeakSet[DiskCache]" = weakref.WeakSet()
@@ -193,7 +151,7 @@ class DiskCache:
         self._index: CacheIndex | None = None
         self._open_process_state()
         with self._critical():
-            self._clean_tmp_locked()
+            clean_tmp(self._tmp_dir)
         _OPEN_CACHES.add(self)
 
     # -- public API ------------------------------------------------------------------------
@@ -255,7 +213,7 @@ class DiskCache:
         src = os.fspath(src_path)
         if not os.path.isfile(src):
             raise NotFound(f"disk cache {self.name!r}: cannot insert {src!r}: no such file")
-        tmp = self._new_tmp_path()
+        tmp = new_tmp_path(self._tmp_dir)
         try:
             try:
                 if move:
@@ -280,13 +238,13 @@ class DiskCache:
     def contains(self, name: str) -> bool:
         """True if ``name`` is cached (indexed and present; not verified, counts nothing)."""
         check_cache_name(name)
-        return self._lookup(name) is not None and os.path.exists(self._path(name))
+        return self._lookup(name) is not None and os.path.exists(entry_path(self._root, name))
 
     def invalidate(self, name: str) -> None:
         """Drop ``name`` from the cache (no error if it is not cached)."""
         check_cache_name(name)
         with self._critical():
-            self._unlink_quietly(self._path(name))
+            unlink_quietly(entry_path(self._root, name))
             with self._index.transaction():
                 self._index.delete(name)
             self._verified.pop(name, None)
@@ -295,9 +253,9 @@ class DiskCache:
     def clear(self) -> None:
         """Drop every cached file.  Cumulative counters are kept."""
         with self._critical():
-            for shard in self._shard_dirs():
-                for entry in self._scandir(shard):
-                    self._remove_entry(entry)
+            for shard in shard_dirs(self._root):
+                for entry in scandir(shard):
+                    remove_entry(entry)
             with self._index.transaction():
                 self._index.delete_all()
             self._verified.clear()
@@ -321,7 +279,7 @@ class DiskCache:
         fix totals), delete stale temporary files, then evict down to ``max_bytes``."""
         with self._critical():
             self._scan_locked()
-            self._clean_tmp_locked()
+            clean_tmp(self._tmp_dir)
             self._evict_locked(keep=None)
             self._write_stats_locked()
 
@@ -347,45 +305,6 @@ class DiskCache:
 
     def __repr__(self) -> str:
         return f"DiskCache({self._root!r}, max_bytes={self.max_bytes}, name={self.name!r})"
-
-    # -- paths -----------------------------------------------------------------------------
-
-    def _path(self, name: str) -> str:
-        return os.path.join(self._root, name[:2], name)
-
-    def _new_tmp_path(self) -> str:
-        return os.path.join(self._tmp_dir, f"{os.getpid()}.{secrets.token_hex(8)}.tmp")
-
-    def _shard_dirs(self) -> list[str]:
-        return [
-            entry.path
-            for entry in self._scandir(self._root)
-            if _SHARD_RE.match(entry.name) and entry.is_dir(follow_symlinks=False)
-        ]
-
-    @staticmethod
-    def _scandir(path: str) -> list[os.DirEntry]:
-        try:
-            with os.scandir(path) as it:
-                return list(it)
-        except FileNotFoundError:
-            return []
-
-    @staticmethod
-    def _remove_entry(entry: os.DirEntry) -> None:
-        if entry.is_dir(follow_symlinks=False):
-            shutil.rmtree(entry.path, ignore_errors=True)
-        else:
-            with suppress(FileNotFoundError):
-                os.unlink(entry.path)
-
-    @staticmethod
-    def _unlink_quietly(path: str) -> bool:
-        try:
-            os.unlink(path)
-            return True
-        except FileNotFoundError:
-            return False
 
     # -- process state, locking ------------------------------------------------------------
 
@@ -548,7 +467,7 @@ class DiskCache:
         """Path if ``name`` is cached and intact (verifying it if this process has not yet);
         None if it is not cached (or was damaged and has been dropped); _RETRY if another
         process changed it while we looked."""
-        path = self._path(name)
+        path = entry_path(self._root, name)
         record = self._verified.get(name)
         if record is not None:
             with suppress(OSError):
@@ -577,7 +496,7 @@ class DiskCache:
         return self._drop_damaged(name, row, hashed)
 
     def _drop_damaged(self, name: str, row: tuple[int, bytes], hashed: os.stat_result | None):
-        path = self._path(name)
+        path = entry_path(self._root, name)
         with self._critical():
             if self._index.lookup(name) != row:
                 return _RETRY  # replaced or evicted meanwhile: look again
@@ -587,7 +506,7 @@ class DiskCache:
                 now = None
             if (now is None) != (hashed is None) or (now is not None and now.st_ino != hashed.st_ino):
                 return _RETRY  # a writer finished renaming it in, or re-inserted it
-            self._unlink_quietly(path)
+            unlink_quietly(path)
             with self._index.transaction():
                 self._index.delete(name)
             self._verified.pop(name, None)
@@ -611,7 +530,7 @@ class DiskCache:
     # -- inserting -------------------------------------------------------------------------
 
     def _fetch_and_insert(self, name: str, fetch: Callable[[str], None]) -> str:
-        tmp = self._new_tmp_path()
+        tmp = new_tmp_path(self._tmp_dir)
         try:
             fetch(tmp)
             return self._insert_tmp(name, tmp)
@@ -629,7 +548,7 @@ class DiskCache:
         with io.open(tmp, "rb", buffering=0) as f:
             st = os.fstat(f.fileno())
             digest = sha256_of_file(f)
-        path = self._path(name)
+        path = entry_path(self._root, name)
         shard = os.path.dirname(path)
         with self._critical():
             os.makedirs(shard, exist_ok=True)
@@ -675,7 +594,7 @@ class DiskCache:
                 name, mtime_ns = self._candidates.popleft()
                 if name == keep:
                     continue
-                path = self._path(name)
+                path = entry_path(self._root, name)
                 try:
                     current = os.stat(path).st_mtime_ns
                 except FileNotFoundError:
@@ -683,7 +602,7 @@ class DiskCache:
                 if current is not None and current != mtime_ns:
                     continue  # used since the scan
                 if current is not None:
-                    self._unlink_quietly(path)
+                    unlink_quietly(path)
                 size = self._index.delete(name)
                 if size is None:
                     continue
@@ -698,11 +617,11 @@ class DiskCache:
         whose file is gone, recompute the totals and refill the LRU candidate list."""
         known = self._index.sizes()
         found: list[tuple[int, str]] = []
-        for shard in self._shard_dirs():
+        for shard in shard_dirs(self._root):
             shard_name = os.path.basename(shard)
-            for entry in self._scandir(shard):
+            for entry in scandir(shard):
                 if entry.name not in known or entry.name[:2] != shard_name:
-                    self._remove_entry(entry)
+                    remove_entry(entry)
                     continue
                 try:
                     st = entry.stat(follow_symlinks=False)
@@ -726,14 +645,6 @@ class DiskCache:
             self._verified.pop(name, None)
         found.sort()
         self._candidates = deque((name, mtime_ns) for mtime_ns, name in found)
-
-    def _clean_tmp_locked(self) -> None:
-        """Delete temporary files nobody has written for an hour (left by crashed fetches)."""
-        cutoff = time.time() - TMP_MAX_AGE_SECONDS
-        for entry in self._scandir(self._tmp_dir):
-            with suppress(OSError):
-                if entry.stat(follow_symlinks=False).st_mtime < cutoff:
-                    self._remove_entry(entry)
 
     # -- persisted counters ------------------------------------------------------------------
 

@@ -6,7 +6,8 @@ Owns: repositories, branches, tags, staged writes, commit, merge, revert, reset,
 the read path of any ref.  What a record *means* (an object ``Entry``) is ``lakefuse.catalog``'s
 business; how names and ref expressions read is ``refexpr``'s; commit IDs and the commit graph
 are ``commits``'; the merge table is ``merge``'s; overlaying staging on committed content is
-``views``'.
+``views``'; the ``Change`` type and the diffs are ``changes``'; the hook events and how they are
+fired (``HookDispatcher``) are ``hooks``' (which event fires when is decided here).
 
 Consistency rules (see each method):
 
@@ -34,26 +35,25 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from dataclasses import dataclass, replace
-from enum import Enum
+from dataclasses import replace
 from functools import partial
 from itertools import islice
-from typing import Callable, Iterable, Iterator, Mapping, Protocol
+from typing import Callable, Iterable, Iterator, Mapping
 
 from lakefuse.errors import (
     AlreadyExists,
     ConcurrentUpdate,
     DirtyBranch,
-    HookFailed,
     InvalidArgument,
-    LakefuseError,
     NoChanges,
     ObjectNotFound,
     ReadOnly,
     RefNotFound,
 )
+from lakefuse.graveler.changes import Change, EffectiveChanges, ListingPage, diff_metaranges, staged_vs_head
 from lakefuse.graveler.commits import CommitGraph, new_commit
 from lakefuse.graveler.committed.encoding import validate_key
+from lakefuse.graveler.hooks import ActionFilesReader, HookDispatcher, HookEvent, Hooks
 from lakefuse.graveler.merge import MergeStrategy, merge_metaranges, parse_strategy
 from lakefuse.graveler.model import (
     BranchCursor,
@@ -65,7 +65,6 @@ from lakefuse.graveler.model import (
     StagingToken,
     TagID,
     ValueRecord,
-    same_value,
 )
 from lakefuse.graveler.once import OncePerKey
 from lakefuse.graveler.ports import Branch, CommittedStore, RefStore, Repository, StagingStore
@@ -82,145 +81,6 @@ log = logging.getLogger(__name__)
 INITIAL_COMMIT_MESSAGE = "Repository created"
 DEFAULT_BRANCH = "main"
 SYSTEM_COMMITTER = "lakefuse"
-
-
-class ChangeType(str, Enum):
-    ADDED = "added"
-    CHANGED = "changed"
-    REMOVED = "removed"
-
-
-@dataclass(frozen=True, slots=True)
-class Change:
-    """One key that differs between a left and a right side (``None``: absent on that side)."""
-
-    key: bytes
-    type: ChangeType
-    left: ValueRecord | None
-    right: ValueRecord | None
-
-
-def change_of(key: bytes, left: ValueRecord | None, right: ValueRecord | None) -> Change:
-    if left is None:
-        return Change(key, ChangeType.ADDED, None, right)
-    if right is None:
-        return Change(key, ChangeType.REMOVED, left, None)
-    return Change(key, ChangeType.CHANGED, left, right)
-
-
-@dataclass(frozen=True, slots=True)
-class ListingPage:
-    """One page of a listing: ``(key, record)`` for objects, ``(common_prefix, None)`` for
-    "directories"; ``has_more``: pass ``next_after`` as ``after`` for the next page."""
-
-    items: list[tuple[bytes, ValueRecord | None]]
-    has_more: bool
-
-    @property
-    def next_after(self) -> bytes | None:
-        return self.items[-1][0] if self.has_more and self.items else None
-
-
-@dataclass(frozen=True)
-class HookEvent:
-    """What a hook sees of an operation (the event types are lakeFS's, see ``Hooks``).
-
-    ``view`` reads the content the event is about and ``changes()`` lists what the operation
-    changes:
-
-    - prepare-commit: the branch as it is (head + staged changes), before staging is sealed;
-      changes: staged vs head.
-    - pre-commit: the head overlaid with the sealed staged changes, exactly what the commit will
-      contain (its staging rows are dropped once the commit is done: use the view while the hook
-      runs); changes: staged vs head.
-    - pre-merge: the source commit; changes: source vs merge base.
-    - pre-revert: the branch head; changes: what the revert changes.
-    - post-commit/merge/revert: the new commit; changes: new commit vs the previous head.
-    - branch and tag events: the commit the branch or tag points at (create-branch: the source
-      commit; delete-branch: the deleted branch's head); changes: none.
-
-    ``source_ref`` (as in lakeFS): commit, revert: the branch; merge: the source ref as given;
-    create-branch: the source ref as given; delete-branch and tag events: the commit ID.
-    ``commit``: post-commit/merge/revert: the new commit; create-branch and tag events: the
-    commit the branch or tag points at; else None (``commit_id`` follows it).  ``tag_id``: tag
-    events only (``branch_id`` is then empty).  ``commit_message``, ``committer`` and
-    ``metadata`` are those of the commit being made (empty for branch and tag events).
-    ``read_action_files()`` returns the ``(path, bytes)`` of the action files under
-    ``_lakefs_actions/`` in ``view`` when the Graveler has an ``action_files_reader`` (the
-    catalog installs one), else None.  Attribute names match
-    ``lakefuse.actions.events.HookEvent``."""
-
-    event_type: str  # "prepare-commit", "pre-commit", "post-commit", ..., "post-delete-tag", "post-revert"
-    repository: Repository
-    branch_id: BranchID
-    source_ref: str
-    commit_message: str
-    committer: str
-    metadata: Mapping[str, str]
-    view: RefView
-    changes: Callable[[], Iterator[Change]]
-    commit: Commit | None = None
-    read_action_files: Callable[[], Iterable[tuple[str, bytes]]] | None = None
-    tag_id: TagID | None = None
-
-    @property
-    def repository_id(self) -> RepositoryID:
-        return self.repository.id
-
-    @property
-    def commit_metadata(self) -> Mapping[str, str]:
-        return self.metadata
-
-    @property
-    def commit_id(self) -> CommitID | None:
-        return self.commit.id if self.commit else None
-
-
-class Hooks(Protocol):
-    """Optional callbacks, one per lakeFS event type (the type with ``_`` for ``-``), each
-    called with a ``HookEvent``.  Pre events (``prepare_commit`` and ``pre_*``) raising abort
-    the operation before anything is written (``HookFailed``; any other non-lakefuse exception
-    is wrapped in one); ``post_*`` failures are logged only, the operation stands.  Any method
-    may be missing.  ``pre_cherry_pick`` / ``post_cherry_pick`` are lakeFS events lakefuse
-    never fires (it has no cherry-pick)."""
-
-    def prepare_commit(self, event: HookEvent) -> None: ...
-
-    def pre_commit(self, event: HookEvent) -> None: ...
-
-    def post_commit(self, event: HookEvent) -> None: ...
-
-    def pre_merge(self, event: HookEvent) -> None: ...
-
-    def post_merge(self, event: HookEvent) -> None: ...
-
-    def pre_create_branch(self, event: HookEvent) -> None: ...
-
-    def post_create_branch(self, event: HookEvent) -> None: ...
-
-    def pre_delete_branch(self, event: HookEvent) -> None: ...
-
-    def post_delete_branch(self, event: HookEvent) -> None: ...
-
-    def pre_create_tag(self, event: HookEvent) -> None: ...
-
-    def post_create_tag(self, event: HookEvent) -> None: ...
-
-    def pre_delete_tag(self, event: HookEvent) -> None: ...
-
-    def post_delete_tag(self, event: HookEvent) -> None: ...
-
-    def pre_revert(self, event: HookEvent) -> None: ...
-
-    def post_revert(self, event: HookEvent) -> None: ...
-
-    def pre_cherry_pick(self, event: HookEvent) -> None: ...
-
-    def post_cherry_pick(self, event: HookEvent) -> None: ...
-
-
-def _no_changes() -> Iterator[Change]:
-    return iter(())
 
 
 def _new_token() -> StagingToken:
@@ -245,27 +105,6 @@ def _check_text(value, what: str) -> str:
     return value
 
 
-class _EffectiveChanges:
-    """Staged changes minus those equal to the head (same identity, or a tombstone of an
-    absent key), counted as they stream into ``apply``.  The lookups hit the ranges ``apply``
-    reads anyway."""
-
-    def __init__(self, store: CommittedStore, metarange: MetaRangeID, staged: Iterable[tuple[bytes, ValueRecord | None]]):
-        self._store = store
-        self._metarange = metarange
-        self._staged = staged
-        self.count = 0
-
-    def __iter__(self) -> Iterator[tuple[bytes, ValueRecord | None]]:
-        get = self._store.get
-        metarange = self._metarange
-        for key, staged in self._staged:
-            if same_value(get(metarange, key), staged):
-                continue
-            self.count += 1
-            yield key, staged
-
-
 class Graveler:
     """The version-control core.  ``committed_for(storage_namespace)`` returns the
     ``CommittedStore`` of a namespace (called once per namespace, then cached)."""
@@ -285,7 +124,7 @@ class Graveler:
     ):
         self.refs = refs
         self.staging = staging
-        self.hooks = hooks
+        self._hooks = HookDispatcher(hooks, self._store_of)
         self.commits = CommitGraph(refs, commit_cache_size)
         self._committed: OncePerKey[str, CommittedStore] = OncePerKey(committed_for)
         self._clock = clock
@@ -293,8 +132,25 @@ class Graveler:
         self._read_retries = read_retries
         self._repo_cache: dict[str, tuple[float, Repository]] = {}
         self._repo_cache_seconds = repository_cache_seconds
-        #: ``(repository, view) -> [(path, bytes)]`` of the action files a hook event exposes
-        self.action_files_reader: Callable[[Repository, RefView], Iterable[tuple[str, bytes]]] | None = None
+
+    @property
+    def hooks(self) -> Hooks | None:
+        """The hooks object events are fired at (None: no hooks); may be replaced."""
+        return self._hooks.hooks
+
+    @hooks.setter
+    def hooks(self, hooks: Hooks | None) -> None:
+        self._hooks.hooks = hooks
+
+    @property
+    def action_files_reader(self) -> ActionFilesReader | None:
+        """``(repository, view) -> [(path, bytes)]`` of the action files a hook event exposes
+        (the catalog installs one)."""
+        return self._hooks.action_files_reader
+
+    @action_files_reader.setter
+    def action_files_reader(self, reader: ActionFilesReader | None) -> None:
+        self._hooks.action_files_reader = reader
 
     # ------------------------------------------------------------------------------------
     # plumbing
@@ -336,67 +192,6 @@ class Graveler:
         if _same_state(current, resolved.branch):
             return None
         return replace(resolved, branch=current, commit=self.commits.get(RepositoryID(repo_id), current.commit_id))
-
-    def _event(self, **fields) -> HookEvent:
-        reader = self.action_files_reader
-        view = fields["view"]
-        repo = fields["repository"]
-        if reader is not None:
-            fields["read_action_files"] = lambda: reader(repo, view)
-        return HookEvent(**fields)
-
-    def _commit_events(self, repo: Repository, branch_id: str, source_ref: str, message: str, committer: str,
-                       metadata: Mapping[str, str]) -> Callable[..., HookEvent]:
-        """``make(event_type, view=..., changes=..., commit=None)``: the events of one operation
-        that makes a commit (commit, merge, revert), which share everything but those."""
-
-        def make(event_type: str, **fields) -> HookEvent:
-            return self._event(event_type=event_type, repository=repo, branch_id=BranchID(branch_id),
-                               source_ref=source_ref, commit_message=message, committer=committer,
-                               metadata=dict(metadata), **fields)
-
-        return make
-
-    def _ref_event(self, event_type: str, repo: Repository, at: Commit, *, branch_id: str = "", source_ref: str,
-                   tag_id: str | None = None, with_commit: bool = True) -> HookEvent:
-        """A branch or tag event: the action files are read from the commit ``at``; no commit is
-        being made (empty message, committer and metadata)."""
-        return self._event(event_type=event_type, repository=repo, branch_id=BranchID(branch_id),
-                           source_ref=source_ref, commit_message="", committer="", metadata={},
-                           view=RefView(self._store_of(repo), at.metarange_id), changes=_no_changes,
-                           commit=at if with_commit else None,
-                           tag_id=TagID(tag_id) if tag_id is not None else None)
-
-    def _hook_for(self, event_type: str):
-        if self.hooks is None:
-            return None
-        return getattr(self.hooks, event_type.replace("-", "_"), None)
-
-    def _fire_pre(self, event_type: str, make: Callable[[str], HookEvent]) -> None:
-        """Run the hook of a pre event (``make(event_type)`` builds the event, only if there is
-        a hook): its failure aborts the caller (``HookFailed``)."""
-        hook = self._hook_for(event_type)
-        if hook is None:
-            return
-        event = make(event_type)
-        try:
-            hook(event)
-        except LakefuseError:
-            raise
-        except Exception as exc:  # a broken hook must not look like an internal error
-            raise HookFailed(f"{event_type} hook failed: {exc}") from exc
-
-    def _fire_post(self, event_type: str, make: Callable[[str], HookEvent]) -> None:
-        """Run the hook of a post event: its failure is logged, the operation stands."""
-        hook = self._hook_for(event_type)
-        if hook is None:
-            return
-        event = make(event_type)
-        try:
-            hook(event)
-        except Exception:
-            target = f"tag {event.tag_id}" if event.tag_id else f"branch {event.branch_id}"
-            log.exception("%s hook failed on %s of %s (ignored)", event_type, target, event.repository.id)
 
     def _drop_tokens(self, tokens: Iterable[StagingToken]) -> None:
         for token in tokens:
@@ -474,11 +269,11 @@ class Graveler:
         if self._branch_exists(repo.id, branch_id):  # before the hooks: they must not see a doomed operation
             raise AlreadyExists(f"branch {branch_id!r} already exists in repository {repo_id!r}")
         source = self.resolve(repo_id, source_ref).commit
-        event = partial(self._ref_event, repo=repo, at=source, branch_id=branch_id, source_ref=source_ref)
-        self._fire_pre("pre-create-branch", event)
+        event = partial(self._hooks.ref_event, repo=repo, at=source, branch_id=branch_id, source_ref=source_ref)
+        self._hooks.fire_pre("pre-create-branch", event)
         branch = Branch(BranchID(branch_id), source.id, _new_token())
         self.refs.create_branch(repo.id, branch)
-        self._fire_post("post-create-branch", event)
+        self._hooks.fire_post("post-create-branch", event)
         return branch
 
     def get_branch(self, repo_id: str, branch_id: str) -> Branch:
@@ -520,11 +315,11 @@ class Graveler:
             raise InvalidArgument(f"cannot delete {branch_id!r}: it is the default branch of repository {repo_id!r}")
         branch = self.refs.get_branch(repo.id, BranchID(branch_id))
         head = self.commits.get(repo.id, branch.commit_id)
-        event = partial(self._ref_event, repo=repo, at=head, branch_id=branch_id, source_ref=head.id, with_commit=False)
-        self._fire_pre("pre-delete-branch", event)
+        event = partial(self._hooks.ref_event, repo=repo, at=head, branch_id=branch_id, source_ref=head.id, with_commit=False)
+        self._hooks.fire_pre("pre-delete-branch", event)
         self.refs.delete_branch(repo.id, BranchID(branch_id))
         self._drop_tokens((branch.staging_token, *branch.sealed_tokens))
-        self._fire_post("post-delete-branch", event)
+        self._hooks.fire_post("post-delete-branch", event)
 
     def _tag_exists(self, repo_id: RepositoryID, name: str) -> bool:
         try:
@@ -551,10 +346,10 @@ class Graveler:
         if not force and self._tag_exists(repo.id, tag_id):  # before the hooks: they must not see a doomed operation
             raise AlreadyExists(f"tag {tag_id!r} already exists in repository {repo_id!r}")
         commit = self.resolve(repo_id, ref).commit
-        event = partial(self._ref_event, repo=repo, at=commit, source_ref=commit.id, tag_id=tag_id)
-        self._fire_pre("pre-create-tag", event)
+        event = partial(self._hooks.ref_event, repo=repo, at=commit, source_ref=commit.id, tag_id=tag_id)
+        self._hooks.fire_pre("pre-create-tag", event)
         self.refs.create_tag(repo.id, TagID(tag_id), commit.id, force=force)
-        self._fire_post("post-create-tag", event)
+        self._hooks.fire_post("post-create-tag", event)
         return commit.id
 
     def get_tag(self, repo_id: str, tag_id: str) -> CommitID:
@@ -571,11 +366,11 @@ class Graveler:
 
         def event(event_type: str) -> HookEvent:
             commit = self.commits.get(repo.id, commit_id)
-            return self._ref_event(event_type, repo, commit, source_ref=commit.id, tag_id=tag_id)
+            return self._hooks.ref_event(event_type, repo, commit, source_ref=commit.id, tag_id=tag_id)
 
-        self._fire_pre("pre-delete-tag", event)
+        self._hooks.fire_pre("pre-delete-tag", event)
         self.refs.delete_tag(repo.id, TagID(tag_id))
-        self._fire_post("post-delete-tag", event)
+        self._hooks.fire_post("post-delete-tag", event)
 
     # ------------------------------------------------------------------------------------
     # reading
@@ -742,34 +537,14 @@ class Graveler:
         repo = self._repo(repo_id)
         left = self.resolve(repo_id, left_ref).commit
         right = self.resolve(repo_id, right_ref).commit
-        return self._diff_metaranges(self._store_of(repo), left.metarange_id, right.metarange_id, prefix)
-
-    @staticmethod
-    def _diff_metaranges(store: CommittedStore, left: MetaRangeID, right: MetaRangeID, prefix: bytes = b"") -> Iterator[Change]:
-        if left == right:
-            return
-        for key, left_record, right_record in store.diff(left, right):
-            if prefix and not key.startswith(prefix):
-                if key > prefix:
-                    return
-                continue
-            yield change_of(key, left_record, right_record)
+        return diff_metaranges(self._store_of(repo), left.metarange_id, right.metarange_id, prefix)
 
     def diff_uncommitted(self, repo_id: str, branch_id: str, prefix: bytes = b"") -> Iterator[Change]:
         """Staged changes of a branch against its head commit, in key order.  A staged entry
         with the committed identity, or a tombstone of an absent key, is not a change."""
         repo = self._repo(repo_id)
         branch = self.refs.get_branch(repo.id, BranchID(branch_id))
-        return self._staged_vs_head(self._branch_view(repo, branch), prefix)
-
-    @staticmethod
-    def _staged_vs_head(view: RefView, prefix: bytes = b"") -> Iterator[Change]:
-        for key, staged in view.staged_changes(prefix):
-            if prefix and not key.startswith(prefix):
-                return
-            committed = view.committed.get(view.metarange, key)
-            if not same_value(committed, staged):
-                yield change_of(key, committed, staged)
+        return staged_vs_head(self._branch_view(repo, branch), prefix)
 
     def has_uncommitted(self, repo_id: str, branch_id: str) -> bool:
         return next(self.diff_uncommitted(repo_id, branch_id), None) is not None
@@ -818,20 +593,20 @@ class Graveler:
         ):
             raise NoChanges(f"nothing to commit on branch {branch_id!r} of repository {repo_id!r}")
 
-        event = self._commit_events(repo, branch_id, branch_id, message, committer, metadata)
+        event = self._hooks.commit_events(repo, branch_id, branch_id, message, committer, metadata)
 
         def prepare_event(event_type: str) -> HookEvent:
             prepared = self._branch_view(repo, branch)
-            return event(event_type, view=prepared, changes=lambda: self._staged_vs_head(prepared))
+            return event(event_type, view=prepared, changes=lambda: staged_vs_head(prepared))
 
-        self._fire_pre("prepare-commit", prepare_event)
+        self._hooks.fire_pre("prepare-commit", prepare_event)
 
         sealed = self.refs.seal_staging_token(repo.id, BranchID(branch_id), _new_token())
         head = self.commits.get(repo.id, sealed.commit_id)
         content = RefView(store, head.metarange_id, self.staging, sealed.sealed_tokens)
-        self._fire_pre("pre-commit", partial(event, view=content, changes=lambda: self._staged_vs_head(content)))
+        self._hooks.fire_pre("pre-commit", partial(event, view=content, changes=lambda: staged_vs_head(content)))
 
-        effective = _EffectiveChanges(store, head.metarange_id, content.staged_changes())
+        effective = EffectiveChanges(store, head.metarange_id, content.staged_changes())
         metarange = store.apply(head.metarange_id, effective)
         if not effective.count:
             metarange = head.metarange_id
@@ -853,9 +628,9 @@ class Graveler:
             ) from None
         self._drop_tokens(sealed.sealed_tokens)
 
-        self._fire_post("post-commit", partial(
+        self._hooks.fire_post("post-commit", partial(
             event, view=RefView(store, metarange), commit=commit,
-            changes=lambda: self._diff_metaranges(store, head.metarange_id, metarange)))
+            changes=lambda: diff_metaranges(store, head.metarange_id, metarange)))
         return commit
 
     def commit_metarange(self, repo_id: str, expected: Branch, metarange_id: MetaRangeID, message: str,
@@ -898,12 +673,12 @@ class Graveler:
         if all(self.staging.count(token) == 0 for token in tokens):
             return branch, head
         dirty = DirtyBranch(f"{what}: branch {branch_id!r} has uncommitted changes; commit or reset them first")
-        if next(self._staged_vs_head(self._branch_view(repo, branch, head)), None) is not None:
+        if next(staged_vs_head(self._branch_view(repo, branch, head)), None) is not None:
             raise dirty
         sealed = self.refs.seal_staging_token(repo.id, BranchID(branch_id), _new_token())
         head = self.commits.get(repo.id, sealed.commit_id)
         content = RefView(self._store_of(repo), head.metarange_id, self.staging, sealed.sealed_tokens)
-        if next(self._staged_vs_head(content), None) is not None:
+        if next(staged_vs_head(content), None) is not None:
             raise dirty  # a write landed meanwhile: it stays staged (sealed), a commit takes it
         return sealed, head
 
@@ -949,21 +724,21 @@ class Graveler:
         base_metarange = base.metarange_id if base is not None else store.empty_metarange()
         message = message if message else f"Merge '{source_ref}' into '{dest_branch_id}'"
 
-        event = self._commit_events(repo, dest.id, source_ref, message, committer, metadata)
+        event = self._hooks.commit_events(repo, dest.id, source_ref, message, committer, metadata)
 
         def pre_merge() -> None:
-            self._fire_pre("pre-merge", partial(
+            self._hooks.fire_pre("pre-merge", partial(
                 event, view=RefView(store, source.metarange_id),
-                changes=lambda: self._diff_metaranges(store, base_metarange, source.metarange_id)))
+                changes=lambda: diff_metaranges(store, base_metarange, source.metarange_id)))
 
         metarange = merge_metaranges(
             store, base_metarange, source.metarange_id, dest_head.metarange_id, strategy, what, before_write=pre_merge
         )
         commit = new_commit(metarange, [dest_head, source], message, committer, self._now(), metadata)
         self._move_branch(repo, dest, commit)
-        self._fire_post("post-merge", partial(
+        self._hooks.fire_post("post-merge", partial(
             event, view=RefView(store, metarange), commit=commit,
-            changes=lambda: self._diff_metaranges(store, dest_head.metarange_id, metarange)))
+            changes=lambda: diff_metaranges(store, dest_head.metarange_id, metarange)))
         return commit
 
     def revert(
@@ -1007,13 +782,13 @@ class Graveler:
             raise NoChanges(f"{what}: reverting changes nothing on the branch")
         first_line = target.message.splitlines()[0] if target.message else ""
         message = message if message else f'Revert "{first_line}"\n\nThis reverts commit {target.id}.'
-        event = self._commit_events(repo, branch_id, branch_id, message, committer, metadata)
-        self._fire_pre("pre-revert", partial(
+        event = self._hooks.commit_events(repo, branch_id, branch_id, message, committer, metadata)
+        self._hooks.fire_pre("pre-revert", partial(
             event, view=RefView(store, head.metarange_id),
-            changes=lambda: self._diff_metaranges(store, head.metarange_id, metarange)))
+            changes=lambda: diff_metaranges(store, head.metarange_id, metarange)))
         commit = new_commit(metarange, [head], message, committer, self._now(), metadata)
         self._move_branch(repo, branch, commit)
-        self._fire_post("post-revert", partial(
+        self._hooks.fire_post("post-revert", partial(
             event, view=RefView(store, metarange), commit=commit,
-            changes=lambda: self._diff_metaranges(store, head.metarange_id, metarange)))
+            changes=lambda: diff_metaranges(store, head.metarange_id, metarange)))
         return commit

@@ -12,7 +12,7 @@ import pytest
 from lakefuse.block.namespace import open_namespace
 from lakefuse.catalog import Catalog
 from lakefuse.errors import CorruptedData, InvalidArgument, ObjectNotFound, RefNotFound
-from lakefuse.graveler.graveler import ChangeType
+from lakefuse.graveler.changes import ChangeType
 from lakefuse.graveler.model import Entry
 
 

@@ -8,8 +8,9 @@ import time
 import pytest
 
 from lakefuse.errors import ConcurrentUpdate, HookFailed, InvalidArgument, NoChanges, ObjectNotFound
+from lakefuse.graveler.changes import ChangeType
 from lakefuse.graveler.commits import commit_id_of
-from lakefuse.graveler.graveler import ChangeType, Graveler
+from lakefuse.graveler.graveler import Graveler
 
 
 def test_commit_moves_branch_and_clears_staging(graveler, graveler_stores, repo, rec):

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from lakefuse.errors import AlreadyExists, HookFailed, RefNotFound
-from lakefuse.graveler.graveler import ChangeType, Graveler
+from lakefuse.graveler.changes import ChangeType
+from lakefuse.graveler.graveler import Graveler
 
 REPO = "hooked"
 

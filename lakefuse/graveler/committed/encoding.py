@@ -129,10 +129,6 @@ def decode_value(raw: bytes) -> tuple[bytes, bytes]:
     return identity, raw[pos:]
 
 
-def record_to_value(record: ValueRecord) -> bytes:
-    return encode_value(record.identity, record.value)
-
-
 _new_object = object.__new__
 _set_key = ValueRecord.__dict__["key"].__set__
 _set_identity = ValueRecord.__dict__["identity"].__set__
@@ -602,10 +598,6 @@ def decode_range_data(data: bytes) -> RangeData:
 def range_info_to_value(info: RangeInfo) -> bytes:
     """The on-disk value of the metarange record of a range (its key is ``info.max_key``)."""
     return encode_value(info.id.encode("ascii"), encode_range_data(info))
-
-
-def range_info_identity(info: RangeInfo) -> bytes:
-    return info.id.encode("ascii")
 
 
 def value_to_range_info(key: bytes, raw: bytes) -> RangeInfo:
