@@ -176,7 +176,7 @@ class _Exchange:
         else:
             raise ValueError(f"unsupported URL scheme {parts.scheme!r}")
         try:
-            answer = pool.urlopen("POST", parts.request_uri, body=self.body, headers=self.headers,
+            answer = pool.request("POST", parts.request_uri, body=self.body, headers=self.headers,
                                   retries=False, redirect=False, assert_same_host=False,
                                   preload_content=False, decode_content=False, release_conn=False)
             try:

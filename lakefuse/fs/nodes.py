@@ -19,6 +19,8 @@ import errno
 import threading
 from typing import Hashable
 
+from lakefuse.fs.tree import CONTROL_DIR_NAME
+
 ROOT_INODE = 1
 
 #: the index key of a node: made by the constructors below, compared and hashed, never taken apart
@@ -88,6 +90,22 @@ class Node:
 
     def __repr__(self) -> str:
         return f"Node({self.ino}, {self.kind.value}, {self.key!r}, lookups={self.lookups})"
+
+    @property
+    def uri(self) -> str | None:
+        """``lakefs://repo/ref/path`` of what this node shows (``lakefs://repo`` for a
+        repository directory; None for the root): for log lines."""
+        if not self.repo:
+            return None
+        parts = [self.repo]
+        ref = self.tree.ref.name if self.tree is not None else None
+        if ref:
+            parts.append(ref)
+            if self.path:
+                parts.append(self.path.rstrip("/"))
+            if self.kind is NodeKind.CONTROL_FILE:
+                parts.append(f"{CONTROL_DIR_NAME}/{self.name}")
+        return "lakefs://" + "/".join(parts)
 
 
 class InodeTable:

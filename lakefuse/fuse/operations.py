@@ -119,25 +119,6 @@ def _text(name) -> str:
     return name.decode("utf-8", "surrogateescape") if isinstance(name, bytes) else str(name)
 
 
-def _node_uri(node) -> str | None:
-    """``lakefs://repo/ref/path`` of a node of ``LakeFilesystem``'s inode table (best effort)."""
-    repo = getattr(node, "repo", None)
-    if not repo:
-        return None
-    parts = [repo]
-    tree = getattr(node, "tree", None)
-    ref = getattr(getattr(tree, "ref", None), "name", None)
-    if ref:
-        parts.append(ref)
-        path = getattr(node, "path", "") or ""
-        if path:
-            parts.append(path.rstrip("/"))
-        name = getattr(node, "name", "")
-        if name and getattr(getattr(node, "kind", None), "value", "") == "control-file":
-            parts.append(f".lakefuse/{name}")
-    return "lakefs://" + "/".join(parts)
-
-
 def entry_attributes(attrs: Attributes) -> pyfuse3.EntryAttributes:
     """pyfuse3's form of ``attrs``, built once per Attributes object (kept in ``attrs.wire``:
     pyfuse3 copies it into each reply and never changes it)."""
@@ -234,7 +215,7 @@ class LakeOperations(pyfuse3.Operations):
             if inode_key is not None:
                 parts.append(f"inode {named[inode_key]}")
                 node = self.fs.table.get(named[inode_key])
-            uri = _node_uri(node)
+            uri = node.uri if node is not None else None
             name = named.get("name", named.get("name_old"))
             if name is not None and inode_key in ("parent_inode", "parent_inode_old"):
                 name = _text(name)  # a name in that directory
