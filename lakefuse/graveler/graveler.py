@@ -2,12 +2,14 @@
 ``ValueRecord`` values, over the three ports (``RefStore``, ``StagingStore``, one
 ``CommittedStore`` per storage namespace) and an optional hooks object.
 
-Owns: repositories, branches, tags, staged writes, commit, merge, revert, reset, diff, log and
-the read path of any ref.  What a record *means* (an object ``Entry``) is ``lakefuse.catalog``'s
-business; how names and ref expressions read is ``refexpr``'s; commit IDs and the commit graph
-are ``commits``'; the merge table is ``merge``'s; overlaying staging on committed content is
-``views``'; the ``Change`` type and the diffs are ``changes``'; the hook events and how they are
-fired (``HookDispatcher``) are ``hooks``' (which event fires when is decided here).
+Owns: repositories, branches, tags, staged writes, commit, reset, diff, log and the read path
+of any ref.  What a record *means* (an object ``Entry``) is ``lakefuse.catalog``'s business;
+how names and ref expressions read is ``refexpr``'s; commit IDs and the commit graph are
+``commits``'; the merge table is ``merge``'s; merge and revert of a branch (``BranchMerger``:
+the clean-destination check, the merge commit, the branch move, their hooks) are ``merging``'s;
+overlaying staging on committed content is ``views``'; the ``Change`` type and the diffs are
+``changes``'; the hook events and how they are fired (``HookDispatcher``) are ``hooks``' (which
+event fires when is decided here and in ``merging``).
 
 Consistency rules (see each method):
 
@@ -43,7 +45,6 @@ from typing import Callable, Iterable, Iterator, Mapping
 from lakefuse.errors import (
     AlreadyExists,
     ConcurrentUpdate,
-    DirtyBranch,
     InvalidArgument,
     NoChanges,
     ObjectNotFound,
@@ -54,7 +55,8 @@ from lakefuse.graveler.changes import Change, EffectiveChanges, ListingPage, dif
 from lakefuse.graveler.commits import CommitGraph, new_commit
 from lakefuse.graveler.committed.encoding import validate_key
 from lakefuse.graveler.hooks import ActionFilesReader, HookDispatcher, HookEvent, Hooks
-from lakefuse.graveler.merge import MergeStrategy, merge_metaranges, parse_strategy
+from lakefuse.graveler.merge import MergeStrategy
+from lakefuse.graveler.merging import BranchMerger
 from lakefuse.graveler.model import (
     BranchCursor,
     BranchID,
@@ -132,6 +134,10 @@ class Graveler:
         self._read_retries = read_retries
         self._repo_cache: dict[str, tuple[float, Repository]] = {}
         self._repo_cache_seconds = repository_cache_seconds
+        self._merger = BranchMerger(  # shares the dispatcher: the hooks setter reaches it too
+            refs=refs, commits=self.commits, staging=staging, store_of=self._store_of, hooks=self._hooks,
+            repository=self._repo, resolve=self.resolve, branch_view=self._branch_view, new_token=_new_token,
+            drop_tokens=self._drop_tokens, now=self._now)
 
     @property
     def hooks(self) -> Hooks | None:
@@ -660,37 +666,6 @@ class Graveler:
     # ------------------------------------------------------------------------------------
     # merge and revert
 
-    def _clean_destination(self, repo: Repository, branch_id: str, what: str) -> tuple[Branch, Commit]:
-        """The state a merge or revert compare-and-swaps from, and its head commit.
-
-        ``DirtyBranch`` if the branch has uncommitted changes.  Staged entries that change
-        nothing (an identical re-upload) must not survive on top of the result, where they
-        would shadow it: then the staging token is sealed first (as a commit does) and the
-        returned state's sealed tokens are what the caller swaps away and drops."""
-        branch = self.refs.get_branch(repo.id, BranchID(branch_id))
-        head = self.commits.get(repo.id, branch.commit_id)
-        tokens = (branch.staging_token, *branch.sealed_tokens)
-        if all(self.staging.count(token) == 0 for token in tokens):
-            return branch, head
-        dirty = DirtyBranch(f"{what}: branch {branch_id!r} has uncommitted changes; commit or reset them first")
-        if next(staged_vs_head(self._branch_view(repo, branch, head)), None) is not None:
-            raise dirty
-        sealed = self.refs.seal_staging_token(repo.id, BranchID(branch_id), _new_token())
-        head = self.commits.get(repo.id, sealed.commit_id)
-        content = RefView(self._store_of(repo), head.metarange_id, self.staging, sealed.sealed_tokens)
-        if next(staged_vs_head(content), None) is not None:
-            raise dirty  # a write landed meanwhile: it stays staged (sealed), a commit takes it
-        return sealed, head
-
-    def _move_branch(self, repo: Repository, expected: Branch, commit: Commit) -> None:
-        """CAS the branch to ``commit``, keeping its staging token, dropping sealed tokens."""
-        self.refs.add_commit(repo.id, commit)
-        self.commits.remember(repo.id, commit)
-        self.refs.compare_and_swap_branch(
-            repo.id, expected.id, expected, Branch(expected.id, commit.id, expected.staging_token, ())
-        )
-        self._drop_tokens(expected.sealed_tokens)
-
     def merge(
         self,
         repo_id: str,
@@ -707,39 +682,7 @@ class Graveler:
         if the source is already contained in it, ``MergeConflict`` (nothing written) unless
         ``strategy`` ("dest-wins" / "source-wins") resolves the conflicts."""
         _check_text(committer, "committer")
-        strategy = parse_strategy(strategy)
-        metadata = dict(metadata or {})
-        repo = self._repo(repo_id)
-        store = self._store_of(repo)
-        what = f"merge of {source_ref!r} into {dest_branch_id!r}"
-        try:
-            self.refs.get_branch(repo.id, BranchID(dest_branch_id))
-        except RefNotFound:
-            raise RefNotFound(f"merge destination {dest_branch_id!r} is not a branch of repository {repo_id!r}") from None
-        source = self.resolve(repo_id, source_ref).commit
-        dest, dest_head = self._clean_destination(repo, dest_branch_id, what)
-        base = self.commits.merge_base(repo.id, source, dest_head)
-        if base is not None and base.id == source.id:
-            raise NoChanges(f"{what}: nothing to merge, {source_ref!r} is already contained in {dest_branch_id!r}")
-        base_metarange = base.metarange_id if base is not None else store.empty_metarange()
-        message = message if message else f"Merge '{source_ref}' into '{dest_branch_id}'"
-
-        event = self._hooks.commit_events(repo, dest.id, source_ref, message, committer, metadata)
-
-        def pre_merge() -> None:
-            self._hooks.fire_pre("pre-merge", partial(
-                event, view=RefView(store, source.metarange_id),
-                changes=lambda: diff_metaranges(store, base_metarange, source.metarange_id)))
-
-        metarange = merge_metaranges(
-            store, base_metarange, source.metarange_id, dest_head.metarange_id, strategy, what, before_write=pre_merge
-        )
-        commit = new_commit(metarange, [dest_head, source], message, committer, self._now(), metadata)
-        self._move_branch(repo, dest, commit)
-        self._hooks.fire_post("post-merge", partial(
-            event, view=RefView(store, metarange), commit=commit,
-            changes=lambda: diff_metaranges(store, dest_head.metarange_id, metarange)))
-        return commit
+        return self._merger.merge(repo_id, dest_branch_id, source_ref, committer, message, metadata, strategy)
 
     def revert(
         self,
@@ -759,36 +702,4 @@ class Graveler:
         (its failure aborts: the branch does not move) and post-revert, with the action files of
         the branch."""
         _check_text(committer, "committer")
-        metadata = dict(metadata or {})
-        repo = self._repo(repo_id)
-        store = self._store_of(repo)
-        self.refs.get_branch(repo.id, BranchID(branch_id))
-        target = self.resolve(repo_id, ref).commit
-        what = f"revert of {ref!r} on {branch_id!r}"
-        if not target.parents:
-            raise InvalidArgument(f"{what}: commit {target.id[:12]} is the initial commit, it has no parent to revert to")
-        if parent_number is None:
-            if len(target.parents) > 1:
-                raise InvalidArgument(
-                    f"{what}: commit {target.id[:12]} is a merge commit; choose the parent to revert to (parent number 1-{len(target.parents)})"
-                )
-            parent_number = 1
-        if not 1 <= parent_number <= len(target.parents):
-            raise InvalidArgument(f"{what}: commit {target.id[:12]} has no parent {parent_number} (it has {len(target.parents)})")
-        branch, head = self._clean_destination(repo, branch_id, what)
-        parent = self.commits.get(repo.id, target.parents[parent_number - 1])
-        metarange = merge_metaranges(store, target.metarange_id, parent.metarange_id, head.metarange_id, None, what)
-        if metarange == head.metarange_id and not allow_empty:
-            raise NoChanges(f"{what}: reverting changes nothing on the branch")
-        first_line = target.message.splitlines()[0] if target.message else ""
-        message = message if message else f'Revert "{first_line}"\n\nThis reverts commit {target.id}.'
-        event = self._hooks.commit_events(repo, branch_id, branch_id, message, committer, metadata)
-        self._hooks.fire_pre("pre-revert", partial(
-            event, view=RefView(store, head.metarange_id),
-            changes=lambda: diff_metaranges(store, head.metarange_id, metarange)))
-        commit = new_commit(metarange, [head], message, committer, self._now(), metadata)
-        self._move_branch(repo, branch, commit)
-        self._hooks.fire_post("post-revert", partial(
-            event, view=RefView(store, metarange), commit=commit,
-            changes=lambda: diff_metaranges(store, head.metarange_id, metarange)))
-        return commit
+        return self._merger.revert(repo_id, branch_id, ref, committer, parent_number, message, metadata, allow_empty)
