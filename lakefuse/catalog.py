@@ -23,6 +23,7 @@ import os
 import secrets
 import time
 from dataclasses import dataclass
+from functools import partial
 from typing import BinaryIO, Callable, Iterable, Iterator, Mapping
 
 from lakefuse.block.base import BlockAdapter
@@ -304,7 +305,13 @@ class Catalog:
 
     def _stage_new_object(self, repo_id: str, branch_id: str, key: bytes, address: str, size: int, checksum: str,
                           content_type: str | None, metadata: dict[str, str], mtime: int | None) -> Entry:
-        entry = Entry(
+        entry = self._new_entry(address, size, checksum, content_type, metadata, mtime)
+        self.graveler.set(repo_id, branch_id, entry_to_record(key, entry))
+        return entry
+
+    def _new_entry(self, address: str, size: int, checksum: str, content_type: str | None,
+                   metadata: dict[str, str], mtime: int | None) -> Entry:
+        return Entry(
             physical_address=address,
             size=size,
             mtime=int(self._clock()) if mtime is None else int(mtime),
@@ -312,8 +319,6 @@ class Catalog:
             content_type=content_type or DEFAULT_CONTENT_TYPE,
             metadata=metadata,
         )
-        self.graveler.set(repo_id, branch_id, entry_to_record(key, entry))
-        return entry
 
     def upload_bytes(self, repo_id: str, branch_id: str, path: str, data: bytes, **options) -> Entry:
         return self.upload_stream(repo_id, branch_id, path, io.BytesIO(bytes(data)), **options)
@@ -330,6 +335,7 @@ class Catalog:
         mtime: int | None = None,
         checksum: str | None = None,
         move: bool = False,
+        durable: bool = True,
     ) -> Entry:
         """Store a local file's bytes and stage the object at ``path``; its entry.
 
@@ -337,7 +343,9 @@ class Catalog:
         while writing the file (the mount does, for its own spool files): trusted as is,
         so the file is not read again.  ``move``: the file may be moved into storage instead
         of copied (renamed on a local namespace on the same filesystem, see
-        ``BlockAdapter.put_file``); it is gone once this returns."""
+        ``BlockAdapter.put_file``); it is gone once this returns.  ``durable=False``: the bytes
+        need not survive a crash of the machine yet (see ``BlockAdapter.put_file``); ``sync``
+        or the branch's next commit makes them durable."""
         if checksum is None and not move:
             try:
                 handle = open(local_path, "rb")
@@ -347,26 +355,52 @@ class Catalog:
                 return self.upload_stream(repo_id, branch_id, path, handle, content_type=content_type,
                                           metadata=metadata, mtime=mtime)
         key = _key(path)
+        self.graveler.writable_branch(repo_id, branch_id)  # fail before writing data for nothing
+        entry = self.store_file(repo_id, local_path, content_type=content_type, metadata=metadata, mtime=mtime,
+                                checksum=checksum, move=move, durable=durable)
+        self.graveler.set(repo_id, branch_id, entry_to_record(key, entry))
+        return entry
+
+    def store_file(
+        self,
+        repo_id: str,
+        local_path: str | os.PathLike,
+        *,
+        content_type: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+        mtime: int | None = None,
+        checksum: str | None = None,
+        move: bool = False,
+        durable: bool = True,
+    ) -> Entry:
+        """Store a local file's bytes as a new object of the repository and return its entry;
+        nothing is staged (``stage_entries`` does that).  The options are ``upload_file``'s."""
         metadata = string_map(metadata, "user metadata")
         if checksum is not None and not is_content_checksum(checksum):
             raise InvalidArgument(f"checksum must be a content_hasher() digest ('blake3:' and 64 hex digits), "
                                   f"got {checksum!r}")
-        self.graveler.writable_branch(repo_id, branch_id)  # fail before writing data for nothing
         if checksum is None:
             checksum = _file_checksum(local_path)
         address = self._new_address()
-        stored = self.repository_block(repo_id).put_file(address, os.fspath(local_path), move=move)
-        return self._stage_new_object(repo_id, branch_id, key, address, stored.size, checksum, content_type, metadata,
-                                      mtime)
+        stored = self.repository_block(repo_id).put_file(address, os.fspath(local_path), move=move,
+                                                            durable=durable)
+        return self._new_entry(address, stored.size, checksum, content_type, metadata, mtime)
 
-    def stage_entries(self, repo_id: str, branch_id: str, items: Iterable[tuple[str, Entry | None]]) -> None:
+    def sync(self, repo_id: str) -> None:
+        """Make the repository's objects stored with ``durable=False`` durable (staged entries
+        are durable once staged)."""
+        self.repository_block(repo_id).sync()
+
+    def stage_entries(self, repo_id: str, branch_id: str, items: Iterable[tuple[str, Entry | None]],
+                      deleted_exist: bool = False) -> None:
         """Stage entries as they are (``None`` deletes), all or nothing: renames, metadata
-        changes, entries pointing at data written with ``write_data``."""
+        changes, entries pointing at data written with ``write_data``.  ``deleted_exist``: see
+        ``Graveler.stage``."""
         records = []
         for path, entry in items:
             key = _key(path)
             records.append((key, None if entry is None else entry_to_record(key, entry)))
-        self.graveler.stage(repo_id, branch_id, records)
+        self.graveler.stage(repo_id, branch_id, records, deleted_exist=deleted_exist)
 
     def delete_object(self, repo_id: str, branch_id: str, path: str) -> bool:
         """Stage the deletion of ``path``; False (and nothing staged) if it does not exist."""
@@ -437,7 +471,10 @@ class Catalog:
         metadata: Mapping[str, str] | None = None,
         allow_empty: bool = False,
     ) -> Commit:
-        return self.graveler.commit(repo_id, branch_id, message, committer, metadata, allow_empty)
+        """Commit the branch's staged changes (``Graveler.commit``); objects stored without
+        ``durable`` are made durable before the commit is written."""
+        return self.graveler.commit(repo_id, branch_id, message, committer, metadata, allow_empty,
+                                    make_durable=partial(self.sync, repo_id))
 
     def get_commit(self, repo_id: str, commit_id: str) -> Commit:
         return self.graveler.get_commit(repo_id, commit_id)

@@ -98,12 +98,15 @@ class BlockAdapter(abc.ABC):
         """Store ``data`` under ``key`` atomically (readers see the old or the new object)."""
 
     @abc.abstractmethod
-    def put_file(self, key: str, path: str, move: bool = False) -> ObjectStat:
+    def put_file(self, key: str, path: str, move: bool = False, durable: bool = True) -> ObjectStat:
         """Store the contents of a local file, streaming (multipart on S3): never whole in RAM.
         With ``move`` the file is consumed: the local adapter renames it into place when it is
         on the same filesystem (no copy; the caller must not change the file's bytes through
         a descriptor it keeps), other adapters copy it, then delete it.  Once this returns the
-        object is durable and ``path`` is gone; if it raises, ``path`` may or may not remain."""
+        object is readable by every process and ``path`` is gone; if it raises, ``path`` may or
+        may not remain.  With ``durable`` (the default) the object also survives a crash of
+        the machine once this returns; without, that waits for the next ``sync()`` (the local
+        adapter then skips its fsyncs; storage that is durable on every put ignores it)."""
 
     @abc.abstractmethod
     def put_stream(self, key: str, stream: BinaryIO) -> ObjectStat:
@@ -141,6 +144,10 @@ class BlockAdapter(abc.ABC):
     @abc.abstractmethod
     def list(self, prefix: str = "", start_after: str = "", page_size: int = 1000) -> Iterator[ObjectStat]:
         """All objects whose key starts with ``prefix``, in key order, fetched page by page."""
+
+    def sync(self) -> None:
+        """Make every object put so far durable (those put with ``durable=False`` included).
+        Storage that is durable on every put has nothing to do."""
 
     def close(self) -> None:
         """Release connections and other resources; the adapter must not be used afterwards."""

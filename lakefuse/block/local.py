@@ -4,7 +4,10 @@ Owns the mapping of keys to files (``root/<key>``), crash-safe writes (temporary
 same directory, fsync, rename, fsync of the directory), moves of finished local files into
 place (``put_file(move=True)``: fsync, rename, fsync of the directory; a copy when the file is
 on another filesystem, is not a regular file or has other hard links), key-ordered listing of
-the directory tree, and the translation of ``OSError`` into ``lakefuse.errors``.
+the directory tree, and the translation of ``OSError`` into ``lakefuse.errors``.  A put with
+``durable=False`` skips the fsyncs (the object is still written whole and renamed into place,
+so no process ever sees it half-written); ``sync()`` is one syncfs(2) of the storage's
+filesystem, which makes those durable.
 
 Temporary files are named ``.lakefuse-tmp-*`` (``base.RESERVED_SEGMENT_PREFIX``); keys may not
 use that prefix, and listings never show such files.  A directory can't be an object and a file
@@ -54,25 +57,25 @@ class LocalBlockAdapter(BlockAdapter):
         view = memoryview(data)
         return self._atomic_write(key, lambda fd: _write_all(fd, view))
 
-    def put_file(self, key: str, path: str, move: bool = False) -> ObjectStat:
+    def put_file(self, key: str, path: str, move: bool = False, durable: bool = True) -> ObjectStat:
         check_key(key)
         src_fd = _open_source(path)
         try:
             if move:
-                stat = self._rename_into_place(key, path, src_fd)
+                stat = self._rename_into_place(key, path, src_fd, durable)
                 if stat is not None:
                     return stat
-            stat = self._atomic_write(key, lambda fd: _copy_fd(src_fd, fd))
+            stat = self._atomic_write(key, lambda fd: _copy_fd(src_fd, fd), durable)
         finally:
             os.close(src_fd)
         if move:
             _unlink_quietly(path)
         return stat
 
-    def _rename_into_place(self, key: str, path: str, src_fd: int) -> ObjectStat | None:
-        """Make the file at ``path`` (open as ``src_fd``) the object, durably, by renaming it;
-        None if it must be copied instead (another filesystem, not a plain file at ``path``,
-        other hard links to it)."""
+    def _rename_into_place(self, key: str, path: str, src_fd: int, durable: bool) -> ObjectStat | None:
+        """Make the file at ``path`` (open as ``src_fd``) the object by renaming it (durably,
+        if ``durable``); None if it must be copied instead (another filesystem, not a plain file
+        at ``path``, other hard links to it)."""
         try:
             st = os.fstat(src_fd)
             at_path = os.lstat(path)
@@ -83,7 +86,8 @@ class LocalBlockAdapter(BlockAdapter):
         target = self._path(key)
         parent = os.path.dirname(target)
         try:
-            os.fsync(src_fd)
+            if durable:
+                os.fsync(src_fd)
         except OSError as exc:
             raise _storage_error("put", key, exc) from None
         for _ in range(_MAX_PUT_ATTEMPTS):
@@ -104,7 +108,8 @@ class LocalBlockAdapter(BlockAdapter):
         else:
             raise StorageError(f"local storage: cannot create the directory of {key!r} (removed concurrently {_MAX_PUT_ATTEMPTS} times)")
         try:
-            _fsync_dir(parent)
+            if durable:
+                _fsync_dir(parent)
         except OSError as exc:
             raise _storage_error("put", key, exc) from None
         return ObjectStat(key=key, size=st.st_size, mtime=st.st_mtime)
@@ -121,14 +126,15 @@ class LocalBlockAdapter(BlockAdapter):
 
         return self._atomic_write(key, fill)
 
-    def _atomic_write(self, key: str, fill: Callable[[int], None]) -> ObjectStat:
+    def _atomic_write(self, key: str, fill: Callable[[int], None], durable: bool = True) -> ObjectStat:
         path = self._path(key)
         parent = os.path.dirname(path)
         fd, tmp = self._create_temp(key, parent)
         try:
             try:
                 fill(fd)
-                os.fsync(fd)
+                if durable:
+                    os.fsync(fd)
                 st = os.fstat(fd)
             finally:
                 os.close(fd)
@@ -136,13 +142,25 @@ class LocalBlockAdapter(BlockAdapter):
                 os.replace(tmp, path)
             except IsADirectoryError:
                 raise StorageError(f"local storage cannot put {key!r}: it is a directory holding other objects") from None
-            _fsync_dir(parent)
+            if durable:
+                _fsync_dir(parent)
         except BaseException as exc:
             _unlink_quietly(tmp)
             if isinstance(exc, OSError):
                 raise _storage_error("put", key, exc) from None
             raise
         return ObjectStat(key=key, size=st.st_size, mtime=st.st_mtime)
+
+    def sync(self) -> None:
+        try:
+            fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError as exc:
+            raise StorageError(f"local storage sync of {self.root}: {exc.strerror or exc}") from None
+        try:
+            if _syncfs is None or _syncfs(fd) != 0:
+                os.sync()  # no syncfs(2) here (or it failed): every filesystem, but surely this one
+        finally:
+            os.close(fd)
 
     def _create_temp(self, key: str, parent: str) -> tuple[int, str]:
         for _ in range(_MAX_PUT_ATTEMPTS):
@@ -393,6 +411,22 @@ def _copy_fd(src_fd: int, dst_fd: int) -> None:
         if not chunk:
             return
         _write_all(dst_fd, memoryview(chunk))
+
+
+def _libc_syncfs():
+    """Linux's syncfs(2) (not in ``os``), or None where libc has none."""
+    try:
+        import ctypes
+
+        function = ctypes.CDLL(None, use_errno=True).syncfs
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = (ctypes.c_int,)
+    function.restype = ctypes.c_int
+    return function
+
+
+_syncfs = _libc_syncfs()
 
 
 def _fsync_dir(directory: str) -> None:

@@ -87,9 +87,19 @@ class AppBackend:
 
     def upload_file(self, repo: str, branch: str, key: str, path: str, *, mtime: int,
                     metadata: Mapping[str, str], content_type: str | None = None,
-                    checksum: str | None = None, move: bool = False) -> Entry:
+                    checksum: str | None = None, move: bool = False, durable: bool = True) -> Entry:
         return self.catalog.upload_file(repo, branch, key, path, mtime=mtime, metadata=dict(metadata),
-                                        content_type=content_type, checksum=checksum, move=move)
+                                        content_type=content_type, checksum=checksum, move=move,
+                                        durable=durable)
+
+    def store_file(self, repo: str, path: str, *, mtime: int, metadata: Mapping[str, str],
+                   content_type: str | None = None, checksum: str | None = None, move: bool = False,
+                   durable: bool = True) -> Entry:
+        return self.catalog.store_file(repo, path, mtime=mtime, metadata=dict(metadata), content_type=content_type,
+                                       checksum=checksum, move=move, durable=durable)
+
+    def sync(self, repo: str) -> None:
+        self.catalog.sync(repo)
 
     def content_hasher(self):
         return content_hasher()
@@ -102,8 +112,9 @@ class AppBackend:
         return self.catalog.upload_stream(repo, branch, key, stream, mtime=mtime, metadata=dict(metadata),
                                           content_type=content_type)
 
-    def stage_entries(self, repo: str, branch: str, items: Sequence[tuple[str, Entry | None]]) -> None:
-        self.catalog.stage_entries(repo, branch, items)
+    def stage_entries(self, repo: str, branch: str, items: Sequence[tuple[str, Entry | None]],
+                      deleted_exist: bool = False) -> None:
+        self.catalog.stage_entries(repo, branch, items, deleted_exist=deleted_exist)
 
     def commit(self, repo: str, branch: str, message: str) -> str:
         return self.catalog.commit(repo, branch, message, self.committer).id

@@ -107,11 +107,21 @@ class LakeBackend(Protocol):
 
     def upload_file(self, repo: str, branch: str, key: str, path: str, *, mtime: int,
                     metadata: Mapping[str, str], content_type: str | None = None,
-                    checksum: str | None = None, move: bool = False) -> Entry:
+                    checksum: str | None = None, move: bool = False, durable: bool = True) -> Entry:
         """Store the local file's bytes as a new object and stage it at ``key``; the entry.
         ``checksum``: the file's ``content_hasher()`` hex digest if the caller has it (then the
         file is not read again); ``move``: the file may be moved into storage rather than
-        copied, and is gone once this returns."""
+        copied, and is gone once this returns; ``durable=False``: the bytes need survive only a
+        crash of this process, not of the machine, until the next ``sync`` or commit."""
+
+    def store_file(self, repo: str, path: str, *, mtime: int, metadata: Mapping[str, str],
+                   content_type: str | None = None, checksum: str | None = None, move: bool = False,
+                   durable: bool = True) -> Entry:
+        """Like ``upload_file``, staging nothing: the entry of the new object, for
+        ``stage_entries``."""
+
+    def sync(self, repo: str) -> None:
+        """Make everything stored and staged in the repository so far durable (fsync(2))."""
 
     def content_hasher(self):
         """A new hashlib-like hasher whose ``hexdigest()`` of an object's bytes is its checksum."""
@@ -127,8 +137,11 @@ class LakeBackend(Protocol):
                       metadata: Mapping[str, str], content_type: str | None = None) -> Entry:
         """Like ``upload_file``, reading a binary stream (``read(n)``) until it returns b""."""
 
-    def stage_entries(self, repo: str, branch: str, items: Sequence[tuple[str, Entry | None]]) -> None:
-        """Stage entries (``None`` deletes) in one transaction: all or nothing."""
+    def stage_entries(self, repo: str, branch: str, items: Sequence[tuple[str, Entry | None]],
+                      deleted_exist: bool = False) -> None:
+        """Stage entries (``None`` deletes) in one transaction: all or nothing.  A deletion of
+        a path that does not exist is skipped, unless ``deleted_exist`` (the caller just read
+        them: no check; the deletion of a missing path is staged, which changes nothing)."""
 
     def commit(self, repo: str, branch: str, message: str) -> str:
         """Commit the branch's staged changes; the new commit ID.  NoChanges if none."""

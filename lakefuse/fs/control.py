@@ -96,6 +96,7 @@ class ControlFiles(HandleOps):
         if node.name == "head":
             return (backend.branch_head(tree.repo, tree.branch) + "\n").encode()
         if node.name == "status":
+            self._state.stager.flush(tree)  # closed files are changes, not files being written
             changes = backend.list_changes(tree.repo, tree.branch, STATUS_LIMIT + 1)
             lines = [f"{c.kind.value} {c.key}" for c in changes[:STATUS_LIMIT]]
             if len(changes) > STATUS_LIMIT:
@@ -118,6 +119,7 @@ class ControlFiles(HandleOps):
             if failures:
                 path, exc = failures[0]
                 raise exc if isinstance(exc, LakefuseError) else OSError(errno.EIO, f"upload of {path} failed: {exc}")
+            self._state.stager.flush(tree)
             commit_id = self._state.backend.commit(tree.repo, tree.branch, message)
         except (LakefuseError, OSError) as exc:
             tree.last_commit = ("error", str(exc) or type(exc).__name__)

@@ -324,8 +324,15 @@ class Files(HandleOps):
             self._uploader.appended(of, written)
 
     def sync(self, h: FileHandle, any_descriptor: bool) -> None:
-        if (any_descriptor or h.writable) and h.open_file.dirty:
-            self._uploader.upload(h.open_file)
+        """close(2) (``any_descriptor`` False: only a descriptor that may have written uploads)
+        or fsync(2): durably, also when a close already uploaded the bytes without)."""
+        of = h.open_file
+        if (any_descriptor or h.writable) and of.dirty:
+            self._uploader.upload(of, durable=any_descriptor)
+        elif any_descriptor and of.unsynced:
+            of.unsynced = False
+            self._state.stager.flush(of.node.tree)
+            self._uploader.sync(of.node.tree.repo)
 
     def release(self, h: FileHandle) -> None:
         if h.reader is not None:
@@ -346,5 +353,7 @@ class Files(HandleOps):
         except Exception:
             log.exception("upload of %s on release failed; its changes are lost", of.node.path)
         finally:
-            self._state.unstaged.discard(of.node.tree, of.node.path, of.node)
+            node = of.node
+            if node.stat is None or node.stat.entry is None:  # never stored: no entry waits to be staged
+                self._state.unstaged.discard(node.tree, node.path, node)
             self.close_open_file(of)

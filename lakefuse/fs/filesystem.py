@@ -147,6 +147,17 @@ class LakeFilesystem:
     def releasedir(self, fh: int) -> None:
         self._handles.pop(fh)
 
+    def fsyncdir(self, fh: int) -> None:
+        """fsync(2) of a directory: the files closed in its repository so far are durable."""
+        h = self._handles.get(fh)
+        if h is None:
+            raise OSError(errno.EBADF, "not a directory handle")
+        tree = h.node.tree
+        if tree is not None:
+            if tree.writable:
+                self.state.stager.flush(tree)
+            self._uploader.sync(tree.repo)
+
     def readdir(self, fh: int, offset: int, add: Callable[[bytes, Attributes, int], bool],
                 blocking: bool = True) -> None:
         """Report entries from position ``offset`` through ``add(name, attrs, next_offset)``
@@ -294,4 +305,6 @@ class LakeFilesystem:
         """Upload what is still written (unmount), then drop every open file."""
         for path, exc in self.flush_all():
             log.error("upload of %s at unmount failed: %s", path, exc)
+        for tree, exc in self.state.stager.close():
+            log.error("staging the files closed last on %s failed at unmount, their changes are lost: %s", tree, exc)
         self._files.close_all()

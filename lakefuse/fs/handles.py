@@ -66,7 +66,7 @@ class OpenFile:
 
     __slots__ = ("node", "lock", "handles", "spool", "dirty", "entry", "mtime_ns", "metadata",
                  "content_type", "mtime_explicit", "seq_end", "tail", "uncached_writes", "passthrough",
-                 "direct_handles")
+                 "direct_handles", "unsynced")
 
     def __init__(self, node: Node, entry: Entry | None):
         self.node = node
@@ -87,6 +87,7 @@ class OpenFile:
         self.uncached_writes = False  # written through a direct-I/O handle since the last upload
         self.passthrough = PassthroughState()
         self.direct_handles = 0  # open handles with direct I/O (see Files._new_file_handle)
+        self.unsynced = False  # last uploaded without ``durable``: an fsync(2) must sync storage
 
     def take_entry(self, entry: Entry) -> None:
         """The file is now ``entry`` (opened, or its metadata changed): a spool starts from its
@@ -138,7 +139,7 @@ class ControlHandle(Handle):
 class DirHandle(Handle):
     """One opendir: the listing so far (see ``lakefuse.fs.readdir``)."""
 
-    __slots__ = ("static", "emitted", "names", "buffer", "after", "exhausted", "extras_done", "lock")
+    __slots__ = ("static", "emitted", "names", "buffer", "after", "exhausted", "extras_done", "lock", "opened")
 
     def __init__(self, ops: HandleOps, node: Node):
         super().__init__(ops, node)
@@ -151,6 +152,7 @@ class DirHandle(Handle):
         self.exhausted = False
         self.extras_done = False
         self.lock = threading.Lock()
+        self.opened = time.monotonic()  # files staged since may be missing from its pages
 
 
 class HandleTable:

@@ -197,19 +197,32 @@ class MemoryBackend:
 
     def upload_file(self, repo: str, branch: str, key: str, path: str, *, mtime: int,
                     metadata: Mapping[str, str], content_type: str | None = None,
-                    checksum: str | None = None, move: bool = False) -> Entry:
+                    checksum: str | None = None, move: bool = False, durable: bool = True) -> Entry:
         self.calls["upload_file"] += 1
-        self.calls["upload_file with checksum"] += checksum is not None
         self._branch(self._repo(repo), branch)
+        entry = self.store_file(repo, path, mtime=mtime, metadata=metadata, content_type=content_type,
+                                checksum=checksum, move=move, durable=durable)
+        self.stage_entries(repo, branch, [(key, entry)])
+        return entry
+
+    def store_file(self, repo: str, path: str, *, mtime: int, metadata: Mapping[str, str],
+                   content_type: str | None = None, checksum: str | None = None, move: bool = False,
+                   durable: bool = True) -> Entry:
+        self.calls["store_file"] += 1
+        self.calls["store_file durable"] += durable
+        self.calls["store_file with checksum"] += checksum is not None
+        self._repo(repo)
         with open(path, "rb") as f:
             data = f.read()
         entry = self._store(data, mtime, metadata, content_type)
         if checksum is not None and checksum != entry.checksum:
-            raise CorruptedData(f"upload of {key!r}: the given checksum {checksum} is not the file's {entry.checksum}")
-        self.stage_entries(repo, branch, [(key, entry)])
+            raise CorruptedData(f"storing {path!r}: the given checksum {checksum} is not the file's {entry.checksum}")
         if move:
             os.unlink(path)
         return entry
+
+    def sync(self, repo: str) -> None:
+        self.calls["sync"] += 1
 
     def content_hasher(self):
         return content_hasher()
@@ -231,7 +244,8 @@ class MemoryBackend:
         self.stage_entries(repo, branch, [(key, entry)])
         return entry
 
-    def stage_entries(self, repo: str, branch: str, items: Sequence[tuple[str, Entry | None]]) -> None:
+    def stage_entries(self, repo: str, branch: str, items: Sequence[tuple[str, Entry | None]],
+                      deleted_exist: bool = False) -> None:
         self.calls["stage_entries"] += 1
         self._stage(repo, branch, items, by_mount=True)
 

@@ -27,7 +27,7 @@ ENOATTR = errno.ENODATA
 
 class Metadata:
     def __init__(self, state: MountState, inodes: Inodes, attributes: NodeAttributes, files: Files):
-        self._backend = state.backend
+        self._stager = state.stager
         self._inodes = inodes
         self._attrs = attributes.get
         self._files = files
@@ -77,7 +77,7 @@ class Metadata:
             apply(metadata)
             new = dataclasses.replace(marker, metadata=metadata,
                                       mtime=marker.mtime if mtime_ns is None else mtime_ns // 1_000_000_000)
-            self._backend.stage_entries(tree.repo, tree.branch, [(dir_prefix(node.path), new)])
+            self._stager.stage_now(tree, [(dir_prefix(node.path), new)])
             node.stat = PathStat(True, new)
             node.expires = tree.remember(node.path, node.stat)
             return
@@ -102,7 +102,7 @@ class Metadata:
                 entry, metadata=metadata,
                 mtime=entry.mtime if mtime_ns is None else mtime_ns // 1_000_000_000,
                 content_type=entry.content_type if content_type is None else content_type)
-            self._backend.stage_entries(tree.repo, tree.branch, [(node.path, new)])
+            self._stager.stage_now(tree, [(node.path, new)])
             node.stat = PathStat(False, new)
             node.expires = tree.remember(node.path, node.stat)
             if of is not None:

@@ -34,6 +34,7 @@ class Namespace:
         self._backend = state.backend
         self._table = state.table
         self._unstaged = state.unstaged
+        self._stager = state.stager  # every staging here waits for the branch's closed files first
         self._inodes = inodes
         self._attrs = attributes.get
         self._uploader = uploader
@@ -48,7 +49,7 @@ class Namespace:
             raise OSError(errno.EEXIST, path)
         marker = self._uploader.upload_empty(tree, dir_prefix(path), mode_metadata(mode, DEFAULT_DIR_MODE))
         stat = PathStat(True, marker)
-        node = self._inodes.tree_node(tree, path, stat, tree.remember(path, stat))
+        node = self._inodes.tree_node(tree, path, stat, tree.remember_empty_dir(path, stat))
         self._table.add_lookup(node)
         return self._attrs(node)
 
@@ -57,8 +58,8 @@ class Namespace:
         name = decode_name(name)
         refuse_control_dir_name(parent, name, errno.EPERM)
         path = join(parent.path, name)
-        tree.forget(path)
-        stat, _ = tree.stat(path)
+        self._stager.flush(tree)  # what it holds is in the backend, which is asked next
+        stat, _ = tree.stat(path, fresh=True)
         if stat is None:
             self._inodes.detach_path(tree, path)
             return  # already gone (its last object was removed elsewhere)
@@ -68,7 +69,7 @@ class Namespace:
             raise OSError(errno.ENOTEMPTY, path)
         self._keep_parent(tree, parent.path, gone=[dir_prefix(path)])
         if stat.entry is not None:
-            self._backend.stage_entries(tree.repo, tree.branch, [(dir_prefix(path), None)])
+            self._stager.stage_now(tree, [(dir_prefix(path), None)], deleted_exist=True)
         tree.remember(path, None)
         self._inodes.detach_path(tree, path)
 
@@ -77,16 +78,16 @@ class Namespace:
         name = decode_name(name)
         refuse_control_dir_name(parent, name, errno.EPERM)
         path = join(parent.path, name)
+        self._stager.flush(tree)
         unstaged = self._unstaged.node(tree, path)
-        tree.forget(path)
-        stat, _ = tree.stat(path)
+        stat, _ = tree.stat(path, fresh=True)
         if stat is None and unstaged is None:
             raise OSError(errno.ENOENT, path)
         if stat is not None and stat.is_dir:
             raise OSError(errno.EISDIR, path)
         self._keep_parent(tree, parent.path, gone=[path])
         if stat is not None:
-            self._backend.stage_entries(tree.repo, tree.branch, [(path, None)])
+            self._stager.stage_now(tree, [(path, None)], deleted_exist=True)
         tree.remember(path, None)
         if unstaged is not None:
             self._unstaged.discard(tree, path, unstaged)
@@ -117,6 +118,7 @@ class Namespace:
             return
         # the directory the entry leaves may need a marker, unless the entry stays inside it
         keep_parent = None if new_path.startswith(dir_prefix(old_parent.path)) else old_parent.path
+        self._stager.flush(tree)
         for path in (old_path, new_path):
             tree.forget(path)
         old_stat, _ = self._inodes.stat_path(tree, old_path, True)
@@ -150,7 +152,7 @@ class Namespace:
                 raise OSError(errno.ENOENT, old_path)
             if old_parent_path is not None:
                 self._keep_parent(tree, old_parent_path, gone=[old_path])
-            self._backend.stage_entries(tree.repo, tree.branch, [(new_path, stat.entry), (old_path, None)])
+            self._stager.stage_now(tree, [(new_path, stat.entry), (old_path, None)], deleted_exist=True)
             tree.remember(old_path, None)
             tree.remember(new_path, stat)
             if node is not None:
@@ -178,7 +180,7 @@ class Namespace:
         items.extend((item.key, None) for item in moved)
         if old_parent_path is not None:
             self._keep_parent(tree, old_parent_path, gone=[old_prefix])
-        self._backend.stage_entries(tree.repo, tree.branch, items)
+        self._stager.stage_now(tree, items, deleted_exist=True)  # listed just now
         tree.forget_all()
         # inodes below (and of) the directory now stand for the new paths
         with self._table.lock:

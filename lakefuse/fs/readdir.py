@@ -115,7 +115,7 @@ class Readdir(HandleOps):
                 if h.extras_done:
                     return
                 h.extras_done = True
-                h.buffer.extend(self._state.unstaged.listed_in(tree, node.path, h.names))
+                h.buffer.extend(self._state.unstaged.listed_in(tree, node.path, h.names, h.opened))
                 continue
             if not self._emit_buffered(h, add, tree):
                 return

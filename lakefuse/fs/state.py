@@ -2,7 +2,7 @@
 
 Owns the options of the mount (ids, timeouts, the spool directory), the inode table, the
 handle table, the trees and name caches (``lakefuse.fs.refs.Refs``), the files created but
-not uploaded yet (``Unstaged``), and the one lock that guards the small shared structures
+not staged yet (``Unstaged``) with the ``Stager`` that stages closed ones in batches, and the one lock that guards the small shared structures
 (handles, trees, name caches, unstaged files; the inode table has its own).  The parts of
 ``LakeFilesystem`` (inodes, attributes, files, uploads, readdir, namespace, metadata, xattrs,
 control files, change feed) each get this object, and the parts they call, when they are
@@ -11,6 +11,7 @@ made; none of them holds state another part needs.
 
 from __future__ import annotations
 
+import collections
 import os
 import threading
 import time
@@ -19,19 +20,28 @@ from lakefuse.fs.backend import LakeBackend
 from lakefuse.fs.handles import HandleTable
 from lakefuse.fs.nodes import InodeTable, Node
 from lakefuse.fs.refs import Refs
+from lakefuse.fs.stager import Stager
 from lakefuse.fs.tree import PathStat, Tree, dir_prefix
 
 
+#: how long a staged file still shows in listings that began before it was staged
+RECENT_SECONDS = 30.0
+
+
 class Unstaged:
-    """Files created through this mount and not uploaded yet: until their first upload the
-    backend does not know them, so lookups, listings, emptiness checks (rmdir, rename) and
-    ``.lakefuse/status`` ask here too.  Keyed ``(tree key, path)``; a node that was unlinked
-    or replaced (not ``attached``) no longer counts."""
+    """Files created through this mount and not staged yet (being written, or closed and
+    waiting in the ``Stager``): until then the backend does not know them, so lookups,
+    listings, emptiness checks (rmdir, rename) and ``.lakefuse/status`` ask here too.  Keyed
+    ``(tree key, path)``; a node that was unlinked or replaced (not ``attached``) no longer
+    counts."""
 
     def __init__(self, lock: threading.Lock):
         self._lock = lock
         #: (tree key, path) -> node; read without the lock on the path of every lookup
         self.by_path: dict[tuple, Node] = {}
+        #: (tree key, path) -> (node, when it was staged), oldest first, for ``RECENT_SECONDS``:
+        #: a listing whose backend pages were read before a file was staged still shows it
+        self._recent: collections.OrderedDict[tuple, tuple[Node, float]] = collections.OrderedDict()
 
     def node(self, tree: Tree, path: str) -> Node | None:
         return self.by_path.get((tree.key, path))
@@ -46,18 +56,37 @@ class Unstaged:
             if self.by_path.get((tree.key, path)) is node:
                 del self.by_path[(tree.key, path)]
 
-    def listed_in(self, tree: Tree, path: str, seen: set[str]) -> list[tuple[str, None, PathStat]]:
-        """The unstaged files directly in directory ``path`` not in ``seen``, as listing rows
+    def entry_staged(self, tree: Tree, path: str, entry) -> None:
+        """The ``Stager`` staged ``entry`` at ``path``: the file counts no more, unless it has
+        been written again since; listings of its directory kept meanwhile lack it."""
+        tree.staged(path)
+        now = time.monotonic()
+        key = (tree.key, path)
+        with self._lock:
+            node = self.by_path.get(key)
+            if node is not None and node.stat is not None and node.stat.entry is entry:
+                del self.by_path[key]
+                self._recent.pop(key, None)
+                self._recent[key] = (node, now)
+            recent = self._recent
+            while recent and next(iter(recent.values()))[1] < now - RECENT_SECONDS:
+                recent.popitem(last=False)
+
+    def listed_in(self, tree: Tree, path: str, seen: set[str], since: float) -> list[tuple[str, None, PathStat]]:
+        """The unstaged files directly in directory ``path`` not in ``seen``, and those staged
+        after ``since`` (when the listing began: its pages may lack them), as listing rows
         ``(name, None, stat)`` in name order."""
         prefix = dir_prefix(path)
-        out = []
+        found: dict[str, PathStat] = {}
         with self._lock:
-            for (tree_key, child_path), child in self.by_path.items():
-                if tree_key == tree.key and child_path.startswith(prefix) and child.attached:
+            recent = [(key, node) for key, (node, staged_at) in self._recent.items() if staged_at >= since]
+            for (tree_key, child_path), child in [*self.by_path.items(), *recent]:
+                if (tree_key == tree.key and child_path.startswith(prefix) and child.attached
+                        and child.path == child_path):
                     name = child_path[len(prefix):]
                     if "/" not in name and name not in seen:
-                        out.append((name, None, child.stat))
-        return sorted(out, key=lambda item: item[0])
+                        found[name] = child.stat
+        return sorted(((name, None, stat) for name, stat in found.items()), key=lambda item: item[0])
 
     def any_under(self, tree: Tree, path: str) -> bool:
         prefix = dir_prefix(path)
@@ -101,4 +130,5 @@ class MountState:
         self.table = InodeTable()
         self.handles = HandleTable(self.lock)
         self.unstaged = Unstaged(self.lock)
+        self.stager = Stager(backend, staged=self.unstaged.entry_staged)
         self.refs = Refs(self)

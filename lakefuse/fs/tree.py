@@ -8,6 +8,16 @@ directory is answered from memory; at most ``LISTED_ENTRIES_KEPT`` entries per r
 seconds on a branch and until evicted on a tag or commit (immutable).  A change made through
 this tree (``remember``/``forget``) drops the pages of the directory it is in.
 
+Lookups cost the same whatever the size of the directory.  A name not in the cache is one point
+read of the backend (its object, else the first key under it), never a page of its neighbours,
+with two exceptions that only save work: a directory whose every child the tree knows
+(``_complete``: listed to the end, or made empty by ``mkdir`` here, and kept up to date by
+``remember``) answers a name it lacks as absent from memory, which is what creating files in
+a new directory (``tar x``, ``cp -r``, ``git clone``) and probing for missing siblings after a
+listing (Hadoop's ``.crc`` files) do; and lookups finding names in ascending order (``ls -l``
+after the kernel forgot the entries, a sorted loop) fetch the next names after the found one,
+in pages that double while they are used up.
+
 Coherence on a branch: without a change feed, ``ttl`` is short (another writer's change shows
 within about that long).  With one (``change_feed``, see ``LakeBackend.branch_changes``), the
 tree takes the branch's cursor before its first read and ``poll_changes`` forgets exactly what
@@ -31,7 +41,12 @@ from lakefuse.fs.lru import LRUDict
 from lakefuse.graveler.model import Entry
 
 MAX_NAME_BYTES = 255
-PREFETCH_ENTRIES = 1000
+#: names a lookup fetches after the one it found, when lookups go in ascending order: the first
+#: page, and the most once pages keep being used up
+PREFETCH_FIRST = 64
+PREFETCH_MOST = 1000
+#: listings of directories from their first name on a tree follows at once (see ``list_dir``)
+LISTINGS_FOLLOWED = 64
 #: entries of listing pages a tree keeps (least recently listed directories go first)
 LISTED_ENTRIES_KEPT = 200_000
 CONTROL_DIR_NAME = ".lakefuse"
@@ -109,6 +124,34 @@ def _entries_in(pages: dict) -> int:
     return max(1, sum(len(result[0]) for result, _expires in pages.values()))
 
 
+class _Children:
+    """Every name directly in one directory, as a tree knows it until ``expires``: a name not
+    in ``names`` is not there (one in it may be: a lookup asks)."""
+
+    __slots__ = ("names", "expires")
+
+    def __init__(self, names, expires: float):
+        self.names = set(names)
+        self.expires = expires
+
+
+def _children_size(children: _Children) -> int:
+    return len(children.names) + 1
+
+
+class _Listing:
+    """A listing of one directory from its first name on, page by page, that may end with
+    every child known (see ``Tree.list_dir``)."""
+
+    __slots__ = ("next_after", "names", "changes", "expires")
+
+    def __init__(self, changes: int, expires: float):
+        self.next_after = ""
+        self.names: list[str] = []
+        self.changes = changes
+        self.expires = expires
+
+
 class Tree:
     """The tree of one ref of one repository; thread-safe."""
 
@@ -125,7 +168,14 @@ class Tree:
         self._pages: cachetools.LRUCache = cachetools.LRUCache(maxsize=LISTED_ENTRIES_KEPT, getsizeof=_entries_in)
         self._changes = 0  # counts remember/forget: a page listed across one is not kept
         self._lock = threading.Lock()
-        self._last_miss_dir: str | None = None  # see stat(): sibling prefetch
+        #: directory path -> _Children: directories whose every child is known
+        self._complete: cachetools.LRUCache = cachetools.LRUCache(maxsize=LISTED_ENTRIES_KEPT, getsizeof=_children_size)
+        self._listings: dict[str, _Listing] = {}  # directory path -> its listing from the start, under way
+        # ascending lookups (see stat()): the last name found, the end of the last page fetched
+        # after one, and the size of the next page
+        self._last_found: str | None = None
+        self._prefetched_to: str | None = None
+        self._prefetch_size = PREFETCH_FIRST
         #: ``LakeBackend.branch_changes`` of a watched branch, and where the last poll left off
         self.change_feed = change_feed
         self.change_cursor: object | None = None
@@ -151,54 +201,89 @@ class Tree:
 
     def cached(self, path: str) -> tuple[PathStat | None, float] | None:
         """``(stat_or_None, expires)`` if known and fresh, else None."""
+        now = time.monotonic()
         with self._lock:
             hit = self._cache.get(path)
-        if hit is not None and hit[1] > time.monotonic():
-            return hit
+            if hit is not None and hit[1] > now:
+                return hit
+            parent, _, name = path.rpartition("/")
+            children = self._complete.get(parent)
+        if children is not None and children.expires > now and name not in children.names:
+            return None, children.expires  # the directory is known whole, and lacks it
         return None
 
     def remember(self, path: str, stat: PathStat | None) -> float:
         expires = self._expiry()
+        parent, _, name = path.rpartition("/")
         with self._lock:
             self._cache[path] = (stat, expires)
-            self._pages.pop(path.rpartition("/")[0], None)
+            self._pages.pop(parent, None)
+            self._pages.pop(path, None)
+            self._complete.pop(path, None)
+            children = self._complete.get(parent)
+            if children is not None:
+                if stat is None:
+                    children.names.discard(name)
+                else:
+                    children.names.add(name)
+                self._complete[parent] = children  # counted again
             self._changes += 1
         return expires
 
+    def staged(self, path: str) -> None:
+        """The file ``path``, which this mount answered for from memory since its close (see
+        ``lakefuse.fs.stager``), is now in the backend: listings of its directory kept meanwhile
+        lack it, and so may a listing that made the directory known whole meanwhile."""
+        parent, _, name = path.rpartition("/")
+        with self._lock:
+            self._pages.pop(parent, None)
+            children = self._complete.get(parent)
+            if children is not None and name not in children.names:
+                children.names.add(name)
+                self._complete[parent] = children
+            self._changes += 1
+
+    def remember_empty_dir(self, path: str, stat: PathStat) -> float:
+        """``remember`` a directory this mount just made, which holds nothing yet."""
+        expires = self.remember(path, stat)
+        with self._lock:
+            self._complete[path] = _Children((), expires)
+        return expires
+
     def forget(self, path: str) -> None:
+        """What ``path`` is, and what is in it, must be read again."""
+        parent, _, name = path.rpartition("/")
         with self._lock:
             self._cache.pop(path, None)
-            self._pages.pop(path.rpartition("/")[0], None)
+            self._pages.pop(parent, None)
             self._pages.pop(path, None)
+            self._complete.pop(path, None)
+            children = self._complete.get(parent)
+            if children is not None:  # a name the parent may have: a lookup asks the backend
+                children.names.add(name)
+                self._complete[parent] = children
             self._changes += 1
+            self._last_found = None  # lookups in order are interrupted: no page on the next
 
     def forget_all(self) -> None:
         with self._lock:
             self._cache.clear()
             self._pages.clear()
+            self._complete.clear()
             self._changes += 1
 
     # ------------------------------------------------------------------ reads
 
-    def stat(self, path: str) -> tuple[PathStat | None, float]:
-        """What ``path`` is (None: nothing) and until when that answer may be cached.
-
-        The second cache miss in a row in one directory (``stat`` of many files, ``ls -l``
-        after the kernel forgot the entries) fetches a page of the directory from ``path`` on
-        instead of the one object, so the next lookups are answered from memory."""
+    def stat(self, path: str, fresh: bool = False) -> tuple[PathStat | None, float]:
+        """What ``path`` is (None: nothing) and until when that answer may be cached: from
+        memory, else one point read of the backend (see the module docstring).  ``fresh``:
+        from the backend whatever memory holds (what an unlink or rename acts on)."""
         if path == "":
             return ROOT_STAT, self._expiry()
-        hit = self.cached(path)
+        hit = None if fresh else self.cached(path)
         if hit is not None:
             return hit
         self._take_cursor()
-        parent = path.rpartition("/")[0]
-        sequential = self._last_miss_dir == parent
-        self._last_miss_dir = parent
-        if sequential:
-            found = self._prefetch_from(parent, path)
-            if found is not None:
-                return found
         changes = self._changes
         entry = self.backend.get_entry(self.repo, self.ref, path)
         if entry is not None:
@@ -211,29 +296,37 @@ class Tree:
                 stat = PathStat(True, first.entry if first.key == prefix else None)
             else:
                 stat = None
+        expires = self._expiry()
+        parent, _, name = path.rpartition("/")
         with self._lock:
             if changes != self._changes:  # forgotten meanwhile: answer, but do not keep
                 return stat, time.monotonic()
-        return stat, self.remember(path, stat)
+            # kept, but not a change of the directory: its pages and known children stay
+            self._cache[path] = (stat, expires)
+            self._changes += 1
+            children = self._complete.get(parent)
+            if children is not None and stat is not None and name not in children.names:
+                children.names.add(name)  # made by another writer since the listing
+                self._complete[parent] = children
+        if stat is not None and not fresh:
+            self._found(path)
+        return stat, expires
 
-    def _prefetch_from(self, parent: str, path: str) -> tuple[PathStat | None, float] | None:
-        """List directory ``parent`` from ``path`` on (remembering what it finds); what
-        ``path`` is, or None if the page did not reach it."""
-        changes = self._changes
-        page, last, exhausted = self.list_dir(parent, path[:-1], PREFETCH_ENTRIES)
-        if not exhausted and last < path:
-            return None
-        name = path.rpartition("/")[2]
-        for child_name, _key, stat in page:
-            if child_name == name:
-                found = self.cached(path) or (stat, time.monotonic())
-                if found[0] is not None and found[0].is_dir and found[0].entry is None:
-                    return None  # a listing cannot tell whether a directory has a marker: look it up
-                return found
-        with self._lock:
-            if changes != self._changes:  # forgotten meanwhile: answer, but do not keep
-                return None, time.monotonic()
-        return None, self.remember(path, None)
+    def _found(self, path: str) -> None:
+        """A lookup found ``path`` in the backend: after a name found just before it in the
+        same directory, fetch the names that follow (remembered by ``list_dir``), in a page
+        twice as big as the last if lookups went past that one (else the first size)."""
+        last, self._last_found = self._last_found, path
+        parent = path.rpartition("/")[0]
+        if last is None or last >= path or last.rpartition("/")[0] != parent:
+            return
+        reached = self._prefetched_to
+        if reached is not None and reached.rpartition("/")[0] == parent and path > reached:
+            self._prefetch_size = min(self._prefetch_size * 2, PREFETCH_MOST)
+        else:
+            self._prefetch_size = PREFETCH_FIRST
+        _page, last_key, _exhausted = self.list_dir(parent, path, self._prefetch_size)
+        self._prefetched_to = last_key.rstrip("/")
 
     def kept_page(self, path: str, after: str, limit: int) -> tuple[list[tuple[str, str, PathStat]], str, bool] | None:
         """``list_dir(path, after, limit)`` if that page is kept in memory and fresh, else None
@@ -249,7 +342,42 @@ class Tree:
         """A page of directory ``path`` after key ``after``: ``([(name, key, stat)], last_key,
         exhausted)``; ``last_key`` is where the next page starts (``after`` if none).  Names
         that cannot be directory entries are skipped, and so is the control directory's name
-        at a branch's root; the stats are remembered, and so is the page."""
+        at a branch's root; the stats are remembered, and so is the page.  Pages listed one
+        after the other from the first, with nothing remembered or forgotten in between, make
+        the directory known whole (``_complete``) once the last one is listed."""
+        with self._lock:
+            changes = self._changes
+        result = self._list_page(path, after, limit)
+        self._follow_listing(path, after, limit, result, changes)
+        return result
+
+    def _follow_listing(self, path: str, after: str, limit: int, result, changes: int) -> None:
+        page, last_key, exhausted = result
+        with self._lock:
+            listing = _Listing(changes, float("inf")) if after == "" else self._listings.get(path)
+            if listing is None or listing.next_after != after:
+                return
+            pages = self._pages.get(path)
+            kept = pages.get((after, limit)) if pages is not None else None
+            if kept is None or listing.changes != self._changes:  # not kept, or changed meanwhile
+                self._listings.pop(path, None)
+                return
+            listing.expires = min(listing.expires, kept[1])
+            listing.names.extend(name for name, _key, _stat in page)
+            listing.next_after = last_key
+            if exhausted:
+                self._listings.pop(path, None)
+                children = _Children(listing.names, listing.expires)
+                known = self._complete.get(path)
+                if known is not None:  # names the tree learnt meanwhile: they may exist, ask
+                    children.names |= known.names
+                self._complete[path] = children
+                return
+            if path not in self._listings and len(self._listings) >= LISTINGS_FOLLOWED:
+                self._listings.pop(next(iter(self._listings)))  # the oldest listing under way
+            self._listings[path] = listing
+
+    def _list_page(self, path: str, after: str, limit: int) -> tuple[list[tuple[str, str, PathStat]], str, bool]:
         kept = self.kept_page(path, after, limit)
         if kept is not None:
             return kept
@@ -339,9 +467,12 @@ class Tree:
         if changed:
             with self._lock:
                 for path in changed | ancestors(changed):
+                    parent = path.rpartition("/")[0]
                     self._cache.pop(path, None)
                     self._pages.pop(path, None)
-                    self._pages.pop(path.rpartition("/")[0], None)
+                    self._pages.pop(parent, None)
+                    self._complete.pop(path, None)
+                    self._complete.pop(parent, None)
                 self._changes += 1
         return changed
 

@@ -3,7 +3,10 @@
 A file being written lives in a local spool file (``lakefuse.fs.spool``), seeded with the
 object's bytes on the first write that does not truncate it (``ensure_spool``) or emptied
 (``truncate``); ``upload`` stores it as a new object and stages it (fsync, close, commit,
-rename, unmount).  A big file written in order from empty gets a ``SpoolTail`` once it passes
+rename, unmount).  Only an fsync(2) asks for a durable upload: other uploads leave the object's
+bytes to the kernel's writeback (they survive a crash of the mount, not of the machine) and
+note the repository in ``unsynced``; the next fsync(2) of a file or directory of it syncs
+storage, and a commit makes everything it takes durable first (``Catalog.commit``).  A big file written in order from empty gets a ``SpoolTail`` once it passes
 ``TAIL_MIN_BYTES``: its bytes are hashed as they arrive when storage is on this machine (the
 spool file is then moved into storage at close, not copied), else streamed to storage while
 written, so close costs little more than an fsync.  Also the empty objects of directory
@@ -38,6 +41,8 @@ class Uploader:
         self._backend = state.backend
         self._stream_upload = getattr(state.backend, "upload_stream", None)  # optional: see SpoolTail
         self._stores_locally: dict[str, bool] = {}  # repo -> backend.stores_locally(repo)
+        #: repositories holding objects uploaded without ``durable`` since their last sync
+        self.unsynced: set[str] = set()
 
     # ------------------------------------------------------------------ spools
 
@@ -166,7 +171,7 @@ class Uploader:
         if entry.mtime != mtime or dict(entry.metadata) != metadata or (content_type and entry.content_type != content_type):
             entry = dataclasses.replace(entry, mtime=mtime, metadata=metadata,
                                         content_type=content_type or entry.content_type)
-            self._backend.stage_entries(node.tree.repo, node.tree.branch, [(node.path, entry)])
+            self._state.stager.stage_now(node.tree, [(node.path, entry)])
         return entry
 
     # ------------------------------------------------------------------ uploads
@@ -181,8 +186,20 @@ class Uploader:
             metadata.pop(MTIME_NS_KEY, None)
         return of.mtime_ns // 1_000_000_000, metadata, of.content_type
 
-    def upload(self, of: OpenFile) -> None:
-        """Store and stage the file's bytes if it changed since its last upload."""
+    def sync(self, repo: str) -> None:
+        """Make what was uploaded to ``repo`` without ``durable`` durable (fsync(2) of a
+        directory, or of a file uploaded at an earlier close)."""
+        if repo in self.unsynced:
+            self.unsynced.discard(repo)  # before: an upload racing the sync notes it again
+            try:
+                self._backend.sync(repo)
+            except BaseException:
+                self.unsynced.add(repo)
+                raise
+
+    def upload(self, of: OpenFile, durable: bool = False) -> None:
+        """Store and stage the file's bytes if it changed since its last upload; ``durable``:
+        for fsync(2), the bytes must survive a crash of the machine once this returns."""
         with of.lock:
             if not of.dirty:
                 return
@@ -193,11 +210,15 @@ class Uploader:
                 of.dirty = False  # unlinked while open: nothing to keep
                 return
             tail_result = self._finish_tail(of) if of.tail is not None else None
+            # a new file's first entries wait for the stager's next batch, unless fsync asks
+            deferred = not durable and self._state.unstaged.node(tree, node.path) is node
             if isinstance(tail_result, Entry):
-                entry = tail_result  # streamed while written
+                entry = tail_result  # streamed while written, and staged
+                deferred = False
             else:
-                entry = self._store_spool(of, checksum=tail_result)
+                entry = self._store_spool(of, checksum=tail_result, durable=durable, deferred=deferred)
             of.dirty = False
+            of.unsynced = not durable
             of.seq_end = None
             # the stored object, but the open file keeps its own mtime (to the nanosecond) and
             # content type (None: the backend's choice): not ``take_entry``
@@ -209,12 +230,13 @@ class Uploader:
             # the kernel's pages hold these bytes, unless some were written around its cache
             node.cache_id = None if of.uncached_writes else (entry.physical_address, entry.checksum)
             of.uncached_writes = False
-            self._state.unstaged.discard(tree, node.path, node)
+            if not deferred:
+                self._state.unstaged.discard(tree, node.path, node)
 
-    def _store_spool(self, of: OpenFile, checksum: str | None) -> Entry:
-        """Upload the spool and stage it.  Storage on this machine takes the spool file itself
-        (moved, not copied: the spool is sealed first, and a later write copies its bytes to a
-        new spool)."""
+    def _store_spool(self, of: OpenFile, checksum: str | None, durable: bool, deferred: bool) -> Entry:
+        """Store the spool as a new object and stage it, now or (``deferred``) in the stager's
+        next batch.  Storage on this machine takes the spool file itself (moved, not copied:
+        the spool is sealed first, and a later write copies its bytes to a new spool)."""
         node = of.node
         tree = node.tree
         if of.spool.sealed:  # an earlier move failed half-way: the file may be gone
@@ -224,11 +246,19 @@ class Uploader:
         if move:
             of.spool.seal()
         mtime, metadata, content_type = self._upload_settings(of)
-        return self._backend.upload_file(tree.repo, tree.branch, node.path, of.spool.path, mtime=mtime,
-                                         metadata=metadata, content_type=content_type, checksum=checksum, move=move)
+        if not durable:
+            self.unsynced.add(tree.repo)
+        entry = self._backend.store_file(tree.repo, of.spool.path, mtime=mtime, metadata=metadata,
+                                         content_type=content_type, checksum=checksum, move=move, durable=durable)
+        if deferred:
+            self._state.stager.put(tree, node.path, entry)
+        else:
+            self._state.stager.stage_now(tree, [(node.path, entry)])
+        return entry
 
     def flush_all(self, tree: Tree | None = None) -> list[tuple[str, Exception]]:
-        """Upload every written file (of one tree); the failures."""
+        """Upload every written file (of one tree); the failures.  Their entries may still wait
+        in the stager (``stager.flush`` writes them)."""
         failures = []
         for node in self._state.table.nodes():
             of = node.open_file
@@ -243,8 +273,9 @@ class Uploader:
     def upload_empty(self, tree: Tree, key: str, metadata: dict[str, str]) -> Entry:
         """Store and stage an empty object (a directory marker)."""
         spool = Spool(self._state.spool_dir)
+        self.unsynced.add(tree.repo)
         try:
             return self._backend.upload_file(tree.repo, tree.branch, key, spool.path, mtime=int(time.time()),
-                                             metadata=metadata)
+                                             metadata=metadata, durable=False)
         finally:
             spool.close()

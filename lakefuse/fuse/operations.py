@@ -308,6 +308,10 @@ class LakeOperations(pyfuse3.Operations):
         self.fs.releasedir(fh)
 
     @fuse_errors
+    async def fsyncdir(self, fh, datasync):
+        await self._run(self.fs.fsyncdir, fh)
+
+    @fuse_errors
     async def mkdir(self, parent_inode, name, mode, ctx):
         return entry_attributes(await self._run(self.fs.mkdir, parent_inode, name, mode))
 

@@ -51,6 +51,7 @@ from lakefuse.errors import (
     ReadOnly,
     RefNotFound,
 )
+from lakefuse.graveler.branch_hints import BranchHints
 from lakefuse.graveler.changes import Change, EffectiveChanges, ListingPage, diff_metaranges, staged_vs_head
 from lakefuse.graveler.commits import CommitGraph, new_commit
 from lakefuse.graveler.committed.encoding import validate_key
@@ -71,6 +72,7 @@ from lakefuse.graveler.model import (
 from lakefuse.graveler.once import OncePerKey
 from lakefuse.graveler.ports import Branch, CommittedStore, RefStore, Repository, StagingStore
 from lakefuse.graveler.refexpr import (
+    RefKind,
     ResolvedRef,
     resolve_ref,
     validate_ref_name,
@@ -126,6 +128,7 @@ class Graveler:
     ):
         self.refs = refs
         self.staging = staging
+        self._branches = BranchHints(refs)  # see branch_hints: saves round trips, never trusted alone
         self._hooks = HookDispatcher(hooks, self._store_of)
         self.commits = CommitGraph(refs, commit_cache_size)
         self._committed: OncePerKey[str, CommittedStore] = OncePerKey(committed_for)
@@ -194,7 +197,7 @@ class Graveler:
 
     def _fresh(self, repo_id: str, resolved: ResolvedRef) -> ResolvedRef | None:
         """None if the branch of ``resolved`` has not moved, else it re-resolved."""
-        current = self.refs.get_branch(RepositoryID(repo_id), resolved.branch.id)
+        current = self._branches.read(repo_id, resolved.branch.id)
         if _same_state(current, resolved.branch):
             return None
         return replace(resolved, branch=current, commit=self.commits.get(RepositoryID(repo_id), current.commit_id))
@@ -251,6 +254,7 @@ class Graveler:
         """Delete refs, commits and staged entries; stored objects and ranges stay."""
         self.refs.delete_repository(RepositoryID(repo_id))
         self._repo_cache.pop(repo_id, None)
+        self._branches.forget(repo_id)
         self.commits.forget_repository(RepositoryID(repo_id))
 
     # ------------------------------------------------------------------------------------
@@ -283,7 +287,7 @@ class Graveler:
         return branch
 
     def get_branch(self, repo_id: str, branch_id: str) -> Branch:
-        return self.refs.get_branch(RepositoryID(repo_id), BranchID(branch_id))
+        return self._branches.read(repo_id, branch_id)
 
     def branch_changes(
         self, repo_id: str, branch_id: str, since: BranchCursor | None, limit: int = 10_000
@@ -324,6 +328,7 @@ class Graveler:
         event = partial(self._hooks.ref_event, repo=repo, at=head, branch_id=branch_id, source_ref=head.id, with_commit=False)
         self._hooks.fire_pre("pre-delete-branch", event)
         self.refs.delete_branch(repo.id, BranchID(branch_id))
+        self._branches.forget(repo_id, branch_id)
         self._drop_tokens((branch.staging_token, *branch.sealed_tokens))
         self._hooks.fire_post("post-delete-branch", event)
 
@@ -389,17 +394,7 @@ class Graveler:
     def get(self, repo_id: str, ref: str, key: bytes) -> ValueRecord:
         """The record of ``key`` in ``ref`` (staged changes included on a branch).
         ``ObjectNotFound`` if absent or deleted."""
-        repo = self._repo(repo_id)
-        resolved = self.resolve(repo_id, ref)
-        record = None
-        for _attempt in range(self._read_retries):
-            record, from_staging = self._view_of(repo, resolved).lookup(key)
-            if from_staging or resolved.branch is None:
-                break
-            moved = self._fresh(repo_id, resolved)
-            if moved is None:
-                break
-            resolved = moved
+        record = self._checked_read(repo_id, ref, lambda view: view.lookup(key))
         if record is None:
             raise ObjectNotFound(f"object {_show_key(key)!r} not found in {ref!r} of repository {repo_id!r}")
         return record
@@ -416,19 +411,38 @@ class Graveler:
         """One page of at most ``limit`` items of ``RefView.list`` (see there)."""
         if limit < 1:
             raise InvalidArgument(f"listing limit must be >= 1, got {limit}")
+        items = self._checked_read(repo_id, ref, lambda view: (list(islice(view.list(prefix, delimiter, after), limit + 1)), False))
+        return ListingPage(items=items[:limit], has_more=len(items) > limit)
+
+    def _checked_read(self, repo_id: str, ref: str, read: Callable[[RefView], tuple]):
+        """``read(view)`` -> ``(answer, from_staging)`` on ``ref``, re-checked on a branch: read
+        again if the branch moved meanwhile (a commit may have dropped the staging rows under
+        the read).  An answer from the staging rows of the branch's state read before it needs
+        no check; one from a hinted state (``BranchHints``) always gets it."""
         repo = self._repo(repo_id)
-        resolved = self.resolve(repo_id, ref)
-        items: list = []
+        hint = self._branches.hint(repo_id, ref)
+        if hint is not None:
+            resolved = ResolvedRef(ref, RefKind.BRANCH, self.commits.get(repo.id, hint.commit_id), hint)
+        else:
+            resolved = self.resolve(repo_id, ref)
+            if resolved.branch is not None:
+                self._branches.saw(repo_id, resolved.branch)
+        answer = None
         for _attempt in range(self._read_retries):
-            listing = self._view_of(repo, resolved).list(prefix, delimiter, after)
-            items = list(islice(listing, limit + 1))
-            if resolved.branch is None:
+            answer, from_staging = read(self._view_of(repo, resolved))
+            if resolved.branch is None or (from_staging and hint is None):
                 break
-            moved = self._fresh(repo_id, resolved)
+            try:
+                moved = self._fresh(repo_id, resolved)
+            except RefNotFound:
+                if hint is None:
+                    raise
+                moved = self.resolve(repo_id, ref)  # the hinted branch is gone: what the name is now
+            hint = None
             if moved is None:
                 break
             resolved = moved
-        return ListingPage(items=items[:limit], has_more=len(items) > limit)
+        return answer
 
     def iter_objects(
         self, repo_id: str, ref: str, prefix: bytes = b"", delimiter: bytes = b"", after: bytes = b""
@@ -453,29 +467,33 @@ class Graveler:
         against that state in the write's transaction; computed again if the branch moved.
         Returns the rows written."""
         repo = self._repo(repo_id)
-        branch = self._writable_branch(repo, branch_id)
+        branch = self._writable_branch(repo, branch_id)  # maybe a hint: the write's transaction checks it
         for _attempt in range(self._write_retries):
             rows = rows_for(repo, branch)
             if rows:
                 if self.refs.stage_on_branch(repo.id, branch.id, branch, rows):
                     return rows
-                branch = self.refs.get_branch(repo.id, BranchID(branch_id))
+                branch = self._branches.read(repo_id, branch_id)
                 continue
             # nothing to write: the existence checks hold if the tokens they read are still the
             # branch's (a commit may have dropped one under them)
-            current = self.refs.get_branch(repo.id, BranchID(branch_id))
+            current = self._branches.read(repo_id, branch_id)
             if _same_state(current, branch):
                 return rows
             branch = current
         raise ConcurrentUpdate(f"branch {branch_id!r} of repository {repo_id!r} keeps moving; nothing written, retry")
 
     def writable_branch(self, repo_id: str, ref: str) -> Branch:
-        """The branch ``ref``; ``ReadOnly`` if it names a tag or commit, else ``RefNotFound``."""
+        """The branch ``ref`` (as last seen by this process: a write checks it); ``ReadOnly``
+        if it names a tag or commit, else ``RefNotFound``."""
         return self._writable_branch(self._repo(repo_id), ref)
 
     def _writable_branch(self, repo: Repository, ref: str) -> Branch:
+        hint = self._branches.hint(repo.id, ref)
+        if hint is not None:
+            return hint
         try:
-            return self.refs.get_branch(repo.id, BranchID(ref))
+            return self._branches.read(repo.id, ref)
         except RefNotFound:
             try:
                 resolved = self.resolve(repo.id, ref)
@@ -497,10 +515,11 @@ class Graveler:
 
         return bool(self._staged_write(repo_id, branch_id, rows_for))
 
-    def stage(self, repo_id: str, branch_id: str, changes: Iterable[tuple[bytes, ValueRecord | None]]) -> None:
+    def stage(self, repo_id: str, branch_id: str, changes: Iterable[tuple[bytes, ValueRecord | None]],
+              deleted_exist: bool = False) -> None:
         """Stage several keys at once, all or nothing (``None`` deletes; deleting a key visible
-        nowhere is skipped; a key given twice: the last one counts).  A directory rename is one
-        call."""
+        nowhere is skipped, unchecked with ``deleted_exist``: its tombstone changes nothing; a
+        key given twice: the last one counts).  A directory rename is one call."""
         latest: dict[bytes, ValueRecord | None] = {}
         for key, record in changes:
             validate_key(key)
@@ -512,7 +531,7 @@ class Graveler:
             return
 
         def rows_for(repo: Repository, branch: Branch) -> list[tuple[bytes, ValueRecord | None]]:
-            if all(record is not None for _key, record in items):
+            if deleted_exist or all(record is not None for _key, record in items):
                 return items
             view = self._branch_view(repo, branch)
             return [(key, record) for key, record in items if record is not None or view.get(key) is not None]
@@ -531,6 +550,7 @@ class Graveler:
             return
         fresh = Branch(branch.id, branch.commit_id, _new_token(), ())
         self.refs.compare_and_swap_branch(repo.id, branch.id, branch, fresh)
+        self._branches.saw(repo.id, fresh)
         self._drop_tokens(tokens)
 
     # ------------------------------------------------------------------------------------
@@ -581,8 +601,11 @@ class Graveler:
         committer: str,
         metadata: Mapping[str, str] | None = None,
         allow_empty: bool = False,
+        make_durable: Callable[[], None] | None = None,
     ) -> Commit:
         """Commit the staged changes of a branch (see the module docstring for the procedure).
+        ``make_durable`` is called once the changes are sealed, before anything is written:
+        the data their values point at must then survive a crash of the machine.
         ``NoChanges`` if nothing changes and not ``allow_empty``; ``ConcurrentUpdate`` if the
         branch moved meanwhile (the changes stay staged); ``HookFailed`` from prepare-commit
         (fired before the staging token is sealed: writes its hooks make to the branch go into
@@ -608,10 +631,13 @@ class Graveler:
         self._hooks.fire_pre("prepare-commit", prepare_event)
 
         sealed = self.refs.seal_staging_token(repo.id, BranchID(branch_id), _new_token())
+        self._branches.saw(repo.id, sealed)
         head = self.commits.get(repo.id, sealed.commit_id)
         content = RefView(store, head.metarange_id, self.staging, sealed.sealed_tokens)
         self._hooks.fire_pre("pre-commit", partial(event, view=content, changes=lambda: staged_vs_head(content)))
 
+        if make_durable is not None:
+            make_durable()
         effective = EffectiveChanges(store, head.metarange_id, content.staged_changes())
         metarange = store.apply(head.metarange_id, effective)
         if not effective.count:
@@ -624,9 +650,9 @@ class Graveler:
         self.refs.add_commit(repo.id, commit)
         self.commits.remember(repo.id, commit)
         try:
-            self.refs.compare_and_swap_branch(
-                repo.id, BranchID(branch_id), sealed, Branch(sealed.id, commit.id, sealed.staging_token, ())
-            )
+            moved = Branch(sealed.id, commit.id, sealed.staging_token, ())
+            self.refs.compare_and_swap_branch(repo.id, BranchID(branch_id), sealed, moved)
+            self._branches.saw(repo.id, moved)
         except ConcurrentUpdate:
             raise ConcurrentUpdate(
                 f"commit on branch {branch_id!r} of repository {repo_id!r} lost a race with another update of the "

@@ -12,8 +12,9 @@ the runs' seconds. Targets (issue 18): lakefuse no slower than bindfs, and 2x fa
 rclone.
 
 Durability: no workload calls fsync or sync; every figure stops when the tool exits. The
-benchmark syncs, untimed, before each workload. lakefuse's close is durable anyway: it uploads
-and stages the file, fsyncing it into the storage namespace. rclone's close leaves the file in
+benchmark syncs, untimed, before each workload. lakefuse's close stores the file's object (no
+fsync) and stages a new file's entry in a batch within 50 ms; fsync(2) and commits are its
+durability points (docs/mount.md#durability). rclone's close leaves the file in
 its cache and copies it to the backing directory 5 s later (--vfs-write-back); the benchmark
 waits, untimed, until rclone has no more work to do before it times anything else.
 `grep -r` runs twice over the tree `cp -r` wrote: once just after, and once more at the end of

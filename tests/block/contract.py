@@ -159,6 +159,18 @@ class BlockAdapterContract:
             adapter.put_file("k", str(tmp_path / "missing.txt"))
         assert not adapter.exists("k")
 
+    @pytest.mark.parametrize("move", [False, True])
+    def test_a_put_that_is_not_durable_yet_is_whole_and_readable_and_sync_keeps_it(self, adapter, tmp_path, move):
+        source = tmp_path / "later.bin"
+        source.write_bytes(b"durable at the next sync" * 100)
+        stat = adapter.put_file("lazy/k", str(source), move=move, durable=False)
+        assert stat.size == 2400
+        assert adapter.get("lazy/k") == b"durable at the next sync" * 100
+        assert source.exists() is not move
+        adapter.sync()
+        assert adapter.get("lazy/k") == b"durable at the next sync" * 100
+        assert keys_of(adapter.list("lazy/")) == ["lazy/k"]
+
     # ------------------------------------------------------ put_file(move=True)
 
     def test_put_file_with_move_stores_the_bytes_and_consumes_the_file(self, adapter, tmp_path):

@@ -9,6 +9,7 @@ import threading
 import pytest
 
 from block.contract import CONTRACT_TRANSFER, BlockAdapterContract
+from lakefuse.block import local as local_module
 from lakefuse.block.base import RESERVED_SEGMENT_PREFIX
 from lakefuse.block.local import LocalBlockAdapter
 from lakefuse.errors import NameTooLong, StorageError
@@ -140,6 +141,23 @@ def test_a_move_on_the_same_filesystem_renames_the_file_durably(store, tmp_path,
     assert os.stat(target).st_ino == inode  # renamed, not copied
     assert synced == [str(source), os.path.dirname(target)]  # the file before the rename, then the directory
     assert not source.exists()
+
+
+def test_a_put_that_need_not_be_durable_skips_the_fsyncs_and_sync_is_one_syncfs(store, tmp_path, monkeypatch):
+    store.put("dir/other", b"x")
+    synced = []
+    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(fd))
+    for move in (False, True):
+        source = tmp_path / f"spool-{move}"
+        source.write_bytes(b"spooled")
+        store.put_file(f"dir/{move}", str(source), move=move, durable=False)
+    assert synced == []
+    assert store.get("dir/True") == store.get("dir/False") == b"spooled"
+    calls = []
+    real_syncfs = local_module._syncfs
+    monkeypatch.setattr(local_module, "_syncfs", lambda fd: calls.append(os.readlink(f"/proc/self/fd/{fd}")) or real_syncfs(fd))
+    store.sync()
+    assert calls == [store.root]
 
 
 def test_a_move_across_filesystems_copies_then_deletes(store, tmp_path, monkeypatch):

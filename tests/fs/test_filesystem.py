@@ -14,6 +14,7 @@ import pytest
 from lakefuse.errors import LakefuseError
 from lakefuse.fs.filesystem import MODE_KEY, MTIME_NS_KEY, LakeFilesystem, WouldBlock
 from lakefuse.fs.memory import MemoryBackend
+from fs_staging import staged_entry
 
 
 ERRORS = (OSError, LakefuseError)
@@ -218,8 +219,8 @@ def test_writes_are_visible_at_once_and_uploaded_on_close(fs, drive, backend):
     assert "new.txt" in drive.listdir("sales/main")  # listed while being written
     ref = backend.resolve_ref("sales", "main")
     assert backend.get_entry("sales", ref, "new.txt") is None
-    fs.flush(result.fh)
-    assert backend.object_bytes(backend.get_entry("sales", ref, "new.txt")) == b"hello world"
+    fs.flush(result.fh)  # close(2): stored now, staged with the next batch
+    assert backend.object_bytes(staged_entry(backend, "sales", "main", "new.txt")) == b"hello world"
     fs.release(result.fh)
     assert drive.read("sales/main/new.txt") == b"hello world"
 
@@ -618,9 +619,62 @@ def test_stat_of_many_siblings_lists_pages_instead_of_one_get_each(backend, tmp_
     backend.calls.clear()
     for i in range(3000):
         assert fs.lookup(many, f"f{i:04d}").size == 1
+    # a point read where a page ends, then the next page: 64, 128, ... 1000 names
+    assert backend.calls["get_entry"] <= 8
+    assert backend.calls["list_entries"] <= 8
+    backend.calls.clear()
     with pytest.raises(ERRORS):
         fs.lookup(many, "f9999")
-    assert backend.calls["get_entry"] + backend.calls["list_entries"] <= 12
+    assert backend.calls["get_entry"] + backend.calls["list_entries"] == 2  # one point read: object, else prefix
+
+
+def test_lookups_of_missing_names_read_one_point_whatever_the_directory_size(backend, tmp_path, make_driver):
+    backend.put_entries("sales", "main", [(f"many/f{i:05d}", b"x") for i in range(20_000)])
+    fs = LakeFilesystem(backend, spool_dir=str(tmp_path / "s"))
+    d = make_driver(fs)
+    many = d.ino("sales/main/many")
+    backend.calls.clear()
+    for i in range(200):
+        with pytest.raises(ERRORS):
+            fs.lookup(many, f".f{i:05d}.crc")
+    assert backend.calls["get_entry"] == 200
+    assert backend.calls["list_entries"] == 200  # each a prefix probe of one item, never a page
+
+
+def test_a_directory_listed_to_its_end_answers_missing_names_from_memory(backend, tmp_path, make_driver):
+    backend.put_entries("sales", "main", [(f"many/f{i:04d}", b"x") for i in range(2500)])
+    fs = LakeFilesystem(backend, spool_dir=str(tmp_path / "s"))
+    d = make_driver(fs)
+    names = d.listdir("sales/main/many")
+    assert len(names) == 2500
+    many = d.ino("sales/main/many")
+    backend.calls.clear()
+    for name in names[:300]:
+        with pytest.raises(ERRORS):
+            fs.lookup(many, f".{name}.crc")  # Hadoop's checksum probe
+        assert fs.lookup(many, name).size == 1
+    assert sum(backend.calls.values()) == 0
+    # a file made here is known at once, and one deleted is gone
+    d.write("sales/main/many/.f0000.crc", b"sum")
+    assert fs.lookup(many, ".f0000.crc").size == 3
+    d.unlink("sales/main/many/f0001")
+    with pytest.raises(ERRORS):
+        fs.lookup(many, "f0001")
+
+
+def test_a_directory_made_here_answers_lookups_of_new_names_from_memory(backend, tmp_path, make_driver):
+    backend.create_repository("r")
+    fs = LakeFilesystem(backend, spool_dir=str(tmp_path / "s"))
+    d = make_driver(fs)
+    d.mkdir("r/main/fresh")
+    fresh = d.ino("r/main/fresh")
+    backend.calls.clear()
+    for i in range(50):
+        with pytest.raises(ERRORS):
+            fs.lookup(fresh, f"new{i}")
+        d.write(f"r/main/fresh/new{i}", b"data")
+    assert backend.calls["get_entry"] == backend.calls["list_entries"] == 0
+    assert sorted(d.listdir("r/main/fresh")) == sorted(f"new{i}" for i in range(50))
 
 
 def test_big_sequential_writes_stream_to_remote_storage_while_written(fs, drive, backend, monkeypatch):
@@ -635,7 +689,7 @@ def test_big_sequential_writes_stream_to_remote_storage_while_written(fs, drive,
         fs.write(result.fh, offset, payload[offset:offset + 4096])
     fs.setattr(attrs.ino, mode=0o600)  # changed while streaming: restaged after
     fs.release(result.fh)
-    assert backend.calls["upload_stream"] == 1 and backend.calls["upload_file"] == 0
+    assert backend.calls["upload_stream"] == 1 and backend.calls["store_file"] == 0
     entry = backend.get_entry("sales", backend.resolve_ref("sales", "main"), "stream.bin")
     assert backend.object_bytes(entry) == payload and entry.metadata[MODE_KEY] == "600"
 
@@ -652,7 +706,7 @@ def test_a_write_that_is_not_an_append_abandons_the_stream(fs, drive, backend, m
     fs.write(result.fh, 10, b"PATCH")
     payload[10:15] = b"PATCH"
     fs.release(result.fh)
-    assert backend.calls["upload_file"] == 1 and backend.calls["upload_file with checksum"] == 0
+    assert backend.calls["store_file"] == 1 and backend.calls["store_file with checksum"] == 0
     assert drive.read("sales/main/patched.bin") == bytes(payload)
 
 
@@ -681,8 +735,8 @@ def test_big_sequential_writes_to_local_storage_are_hashed_while_written_then_mo
     fs.setattr(attrs.ino, mode=0o600)
     fs.release(result.fh)
     # the backend checks the given checksum against the bytes, and deletes the moved file
-    assert backend.calls["upload_file with checksum"] == 1 and backend.calls["upload_stream"] == 0
-    entry = backend.get_entry("sales", backend.resolve_ref("sales", "main"), "hashed.bin")
+    assert backend.calls["store_file with checksum"] == 1 and backend.calls["upload_stream"] == 0
+    entry = staged_entry(backend, "sales", "main", "hashed.bin")
     assert backend.object_bytes(entry) == payload and entry.metadata[MODE_KEY] == "600"
     assert os.listdir(tmp_path / "spool") == []
 
@@ -714,8 +768,8 @@ def test_appends_to_a_big_file_are_answered_without_waiting_and_stored_whole(fs,
     assert fs.read(reader.fh, 0, len(payload)) == payload  # reads see queued bytes
     fs.release(reader.fh)
     fs.release(result.fh)
-    assert backend.calls["upload_file with checksum"] == 1  # hashed while written
-    entry = backend.get_entry("sales", backend.resolve_ref("sales", "main"), "behind.bin")
+    assert backend.calls["store_file with checksum"] == 1  # hashed while written
+    entry = staged_entry(backend, "sales", "main", "behind.bin")
     assert backend.object_bytes(entry) == payload
 
 
@@ -742,13 +796,13 @@ def test_an_upload_that_failed_after_taking_the_spool_file_is_retried_from_its_b
     class FailingOnce(type(backend)):
         failures = 1
 
-        def upload_file(self, repo, branch, key, path, **options):
+        def store_file(self, repo, path, **options):
             if self.failures:
                 self.failures -= 1
                 if options.get("move"):
-                    os.unlink(path)  # the file was moved, then staging failed
-                raise StorageError("database down")
-            return super().upload_file(repo, branch, key, path, **options)
+                    os.unlink(path)  # the file was moved, then storing failed
+                raise StorageError("storage down")
+            return super().store_file(repo, path, **options)
 
     failing = FailingOnce()
     failing.create_repository("sales")
@@ -797,3 +851,23 @@ def test_rmdir_removes_the_marker_even_when_a_listing_answered_the_lookup(fs, dr
     fs.rmdir(runs.ino, "a")  # its stat came from a page of runs/ (the second miss there)
     assert backend.get_entry("sales", backend.resolve_ref("sales", "main"), "runs/a/") is None
     assert drive.listdir("sales/main/runs") == []
+
+
+def test_a_closed_file_waiting_to_be_staged_is_never_lost_to_a_listing_made_meanwhile(backend, tmp_path, make_driver,
+                                                                                     monkeypatch):
+    import lakefuse.fs.stager as stager
+
+    monkeypatch.setattr(stager, "BATCH_WINDOW", 30.0)  # staged only when flushed below
+    fs = LakeFilesystem(backend, spool_dir=str(tmp_path / "s"), branch_ttl=1.0)
+    d = make_driver(fs)
+    d.mkdir("sales/main/fresh")
+    written = time.monotonic()
+    d.write("sales/main/fresh/waiting.txt", b"closed, not staged yet")
+    assert backend.get_entry("sales", backend.resolve_ref("sales", "main"), "fresh/waiting.txt") is None
+    time.sleep(0.5)
+    assert d.listdir("sales/main/fresh") == ["waiting.txt"]  # listed whole while it waits
+    fs.state.stager.flush_all()
+    time.sleep(max(0.0, written + 1.1 - time.monotonic()))  # its cached stat expired; the listing's has not
+    fresh = d.ino("sales/main/fresh")
+    assert fs.lookup(fresh, "waiting.txt").size == len(b"closed, not staged yet")
+    assert d.read("sales/main/fresh/waiting.txt") == b"closed, not staged yet"

@@ -93,6 +93,28 @@ def test_shell_tools_on_a_branch_behave_like_a_local_directory(branch, tmp_path)
     assert not [line for line in out.splitlines() if line.startswith(">f")], out
 
 
+def test_closed_files_reach_other_processes_soon_and_fsynced_ones_at_once(branch, lake_home):
+    from lakefuse.errors import ObjectNotFound
+
+    catalog = lake_home.catalog
+    for i in range(30):  # closed: staged with the next batch, well within the change-poll interval
+        (branch / f"closed{i}.txt").write_bytes(b"closed %d" % i)
+    deadline = time.monotonic() + 2.0  # the change-poll interval is 0.5 s; slack for a loaded machine
+    while True:
+        try:
+            assert all(catalog.read_object("sales", branch.name, f"closed{i}.txt") == b"closed %d" % i
+                       for i in range(30))
+            break
+        except ObjectNotFound:
+            assert time.monotonic() < deadline, "closed files not staged within 2 s"
+            time.sleep(0.02)
+    with open(branch / "synced.txt", "wb") as f:
+        f.write(b"synced")
+        f.flush()
+        os.fsync(f.fileno())
+        assert catalog.read_object("sales", branch.name, "synced.txt") == b"synced"  # before close
+
+
 def test_commit_through_the_control_file(branch, lake, lake_home):
     (branch / "new.csv").write_text("a,b\n")
     (branch / "data/a.csv").unlink()

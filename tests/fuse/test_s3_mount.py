@@ -50,6 +50,9 @@ def test_sequential_and_random_reads_through_the_block_cache(s3_lake):
 def test_writes_upload_to_s3(s3_lake):
     home, mount, _ = s3_lake
     payload = os.urandom(3 * 1024 * 1024)
-    (mount / "main/written.bin").write_bytes(payload)
+    with open(mount / "main/written.bin", "wb") as f:
+        f.write(payload)
+        f.flush()
+        os.fsync(f.fileno())  # staged now (a close alone stages with the next batch)
     assert home.catalog.read_object("remote", "main", "written.bin") == payload
     assert (mount / "main/written.bin").read_bytes() == payload

@@ -1,0 +1,373 @@
+"""Many small files read back (issue 18, read side): for 2,000 tiny CSV files, a stat of a
+missing `.crc` sibling and then a full read of the file (what Hadoop's checksum filesystem does
+for every file it opens), `find | xargs cat` of 4,000 files, and (with --spark) a Spark count of
+a dataset of 100,000 one-row CSV files, on a local directory, bindfs, a lakefuse commit and a
+lakefuse branch holding the same files, side by side in one run on the same disk.
+
+    python scripts/bench/many_small_reads.py [--runs 3] [--dirs 100] [--per-dir 1000] [--spark]
+        [--master local[2]] [--workdir /var/tmp] [--timeout 1800] [--keep] [--quick]
+
+The dataset: ``--dirs`` directories ``data/d000 ...`` of ``--per-dir`` files ``part-00000.csv
+...``, each "id,value\\n<n>,<2n>\\n" (a few bytes), written once on local disk (the local
+system; bindfs serves the same directory). lakefuse gets the same files through its core in
+the benchmark process (write_data + stage_entries on main, then one commit; untimed, its time
+printed), and two mounts of every repository: one read at <mount>/bench/<commit id>/data (the
+"commit" system: the kernel reads commit files from the storage namespace itself, FUSE
+passthrough, where available) and one at <mount>/bench/main/data (the "branch" system: the
+committed data, nothing staged; lakefuse serves the bytes). Two mounts, each with its own
+cache directory, so that one system's reads do not warm the other's server.
+
+The workloads, on each system:
+
+- "probe + read": the files of the first 2 directories, by names generated in the benchmark
+  (the benchmark never lists them; Spark, with --spark, does): os.stat of ``.<name>.crc``
+  (FileNotFoundError expected), then open and read the file to its end (the bytes are checked);
+- "find | xargs cat": ``find d002 .. d005 -type f -print0 | xargs -0 cat > /dev/null``,
+  files just listed (the number of files is checked once, after the runs, untimed);
+- "Spark count" (--spark only: slow): ``spark.read.csv(file://<root>/data).count()`` with a
+  schema, a header and recursiveFileLookup (d000 ... are not key=value partition directories:
+  without it Spark finds no file), on one local Spark session (started once, then one count of
+  the local d000 to warm its JVM up, both untimed); the count must equal the number of files
+  (one row each). Spark reads through Hadoop's local filesystem, which also probes each file's
+  ``.crc``.
+
+Each run goes through the systems in a rotating order (this VM's speed drifts); the figures
+are medians of the runs' seconds. Before each workload the benchmark syncs and drops the
+kernel's caches (/proc/sys/vm/drop_caches: pages, dentries and inodes, so the kernel asks the
+FUSE servers again); the mounts are not restarted between workloads or runs, so the servers'
+own caches (lakefuse's metadata and range caches, bindfs has none) stay warm after the first
+workload that touched them. Every wait is bounded (--timeout per workload). Target (issue 18):
+lakefuse no slower than bindfs (ratio <= 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+
+from mount_common import LakeHome, bindfs_mount, have, lakefuse_mount, unmount
+from small_files import drop_caches
+
+REPO = "bench"
+PROBE_DIRS = 2  # directories d000, d001: "probe + read"
+FIND_DIRS = 4  # the next ones, d002 .. d005: "find | xargs cat"
+STAGE_BATCH = 5000
+
+
+@dataclass
+class System:
+    label: str
+    root: Path  # holds data/d000 ...
+    seconds: dict[str, list[float]] = field(default_factory=dict)
+
+    def record(self, workload: str, value: float) -> None:
+        self.seconds.setdefault(workload, []).append(value)
+
+
+# the dataset
+
+def dir_name(d: int) -> str:
+    return f"d{d:03d}"
+
+
+def file_name(i: int) -> str:
+    return f"part-{i:05d}.csv"
+
+
+def content(n: int) -> bytes:
+    return f"id,value\n{n},{n * 2}\n".encode()
+
+
+def dataset(dirs: int, per_dir: int):
+    """(relative path, bytes) of every file, directory by directory."""
+    for d in range(dirs):
+        for i in range(per_dir):
+            yield f"data/{dir_name(d)}/{file_name(i)}", content(d * per_dir + i)
+
+
+def write_local(root: Path, dirs: int, per_dir: int) -> None:
+    for d in range(dirs):
+        (root / "data" / dir_name(d)).mkdir(parents=True)
+    for path, data in dataset(dirs, per_dir):
+        (root / path).write_bytes(data)
+
+
+def load_lakefuse(home: LakeHome, dirs: int, per_dir: int) -> str:
+    """The dataset staged on main through the core and committed; the commit's id."""
+    from lakefuse.graveler.model import Entry
+
+    catalog = home.catalog
+    batch: list[tuple[str, Entry]] = []
+    for path, data in dataset(dirs, per_dir):
+        address, size, checksum = catalog.write_data(REPO, io.BytesIO(data))
+        batch.append((path, Entry(physical_address=address, size=size, mtime=int(time.time()), checksum=checksum,
+                                  content_type="text/csv", metadata={})))
+        if len(batch) >= STAGE_BATCH:
+            catalog.stage_entries(REPO, "main", batch)
+            batch = []
+    if batch:
+        catalog.stage_entries(REPO, "main", batch)
+    commit = catalog.commit(REPO, "main", "dataset", "bench")
+    if next(iter(catalog.diff_uncommitted(REPO, "main")), None) is not None:
+        raise RuntimeError("main still has staged changes after the commit")
+    return commit.id
+
+
+# bounded waits
+
+def bounded(fn, timeout: float, what: str, on_timeout=None):
+    """fn() in a daemon thread, waited for at most ``timeout`` seconds (a hung FUSE request must
+    not hang the benchmark: the mounts are then unmounted lazily and the process exits)."""
+    result: dict = {}
+
+    def target() -> None:
+        try:
+            result["value"] = fn()
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller
+            result["error"] = exc
+
+    thread = threading.Thread(target=target, daemon=True, name=what)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        if on_timeout is not None:
+            on_timeout()
+        raise TimeoutError(f"{what}: still running after {timeout:.0f} s")
+    if "error" in result:
+        raise result["error"]
+    return result["value"]
+
+
+def run_bounded(cmd: list[str], timeout: float) -> float:
+    """Seconds ``cmd`` took; in a session of its own, killed (the whole group) after ``timeout``."""
+    started = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        _, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate(timeout=30)
+        raise TimeoutError(f"{' '.join(cmd)}: still running after {timeout:.0f} s") from None
+    elapsed = time.perf_counter() - started
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}: {err.decode()[-2000:]}")
+    return elapsed
+
+
+# the workloads: each returns seconds
+
+def probe_and_read(files: list[tuple[str, str, bytes]]) -> float:
+    """files: (missing .crc path, file path, expected bytes)."""
+    started = time.perf_counter()
+    for crc, path, expected in files:
+        try:
+            os.stat(crc)
+        except FileNotFoundError:
+            pass
+        else:
+            raise RuntimeError(f"{crc} exists")
+        with open(path, "rb") as f:
+            data = f.read()
+        if data != expected:
+            raise RuntimeError(f"{path}: read {data!r}, expected {expected!r}")
+    return time.perf_counter() - started
+
+
+def find_cat(directories: list[Path], timeout: float) -> float:
+    script = 'set -o pipefail; find "$@" -type f -print0 | xargs -0 cat > /dev/null'
+    return run_bounded(["bash", "-c", script, "find-cat", *map(str, directories)], timeout)
+
+
+def count_listed(directories: list[Path]) -> int:
+    return sum(len(os.listdir(directory)) for directory in directories)
+
+
+def spark_count(spark, root: Path, expected: int, timeout: float, path: str = "data") -> float:
+    # the files are in subdirectories d000 ... (not partitions key=value): looked up recursively
+    reader = spark.read.schema("id INT, value INT").option("header", "true").option("recursiveFileLookup", "true")
+
+    def count() -> tuple[float, int]:
+        started = time.perf_counter()
+        n = reader.csv(f"file://{root}/{path}").count()
+        return time.perf_counter() - started, n
+
+    seconds, n = bounded(count, timeout, f"Spark count of {root}", on_timeout=spark.sparkContext.cancelAllJobs)
+    if n != expected:
+        raise RuntimeError(f"Spark counted {n} rows in {root}/{path}, expected {expected}")
+    return seconds
+
+
+# the benchmark
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=None, help="default 3 (1 with --quick)")
+    parser.add_argument("--dirs", type=int, default=None, help="directories of the dataset (default 100; at least 3)")
+    parser.add_argument("--per-dir", type=int, default=None, help="files per directory (default 1000)")
+    parser.add_argument("--spark", action="store_true", help="also time a Spark count of the whole dataset (slow)")
+    parser.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
+    parser.add_argument("--workdir", default="/var/tmp",
+                        help="parent of the throw-away directory (default /var/tmp: /tmp may be tmpfs)")
+    parser.add_argument("--timeout", type=float, default=1800.0, help="bound of each workload, seconds (default 1800)")
+    parser.add_argument("--keep", action="store_true", help="keep the work directory (unmounted)")
+    parser.add_argument("--quick", action="store_true", help="5 x 200 files, one run: a check that it works")
+    args = parser.parse_args()
+    quick = args.quick
+    runs = args.runs or (1 if quick else 3)
+    dirs = args.dirs or (5 if quick else 100)
+    per_dir = args.per_dir or (200 if quick else 1000)
+    if dirs < PROBE_DIRS + 1 or per_dir < 1:
+        parser.error(f"--dirs must be at least {PROBE_DIRS + 1} and --per-dir at least 1")
+
+    workdir = Path(tempfile.mkdtemp(prefix="lakefuse-bench-reads-", dir=args.workdir))
+    try:
+        bench(workdir, runs, dirs, per_dir, args.spark, args.master, args.timeout)
+    finally:
+        for mnt in workdir.glob("mnt-*"):
+            unmount(mnt)
+        if args.keep:
+            print(f"\nkept {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def bench(workdir: Path, runs: int, dirs: int, per_dir: int, use_spark: bool, master: str, timeout: float) -> None:
+    started = time.monotonic()
+    total = dirs * per_dir
+    probe_dirs = list(range(PROBE_DIRS))
+    find_dirs = list(range(PROBE_DIRS, min(dirs, PROBE_DIRS + FIND_DIRS)))
+    n_probe, n_find = len(probe_dirs) * per_dir, len(find_dirs) * per_dir
+
+    local = workdir / "local"
+    t = time.perf_counter()
+    write_local(local, dirs, per_dir)
+    print(f"dataset: {dirs} directories x {per_dir} files = {total:,} files, written locally in "
+          f"{time.perf_counter() - t:.1f} s", flush=True)
+
+    home = LakeHome(workdir)
+    spark = None
+    cold_ok = True
+    try:
+        home.create_repository(REPO)
+        t = time.perf_counter()
+        commit_id = load_lakefuse(home, dirs, per_dir)
+        print(f"lakefuse: {total:,} objects written, staged and committed in {time.perf_counter() - t:.1f} s "
+              f"(untimed below); commit {commit_id[:12]}", flush=True)
+        use_bindfs = have("bindfs")
+        if use_spark:
+            from spark_common import start_spark
+
+            spark = start_spark(master)
+            t = time.perf_counter()  # the first job of a JVM is slow: not on the first system of run 1
+            spark_count(spark, local, per_dir, timeout, path=f"data/{dir_name(0)}")
+            print(f"spark warm-up: count of {local}/data/{dir_name(0)} in {time.perf_counter() - t:.1f} s (untimed)",
+                  flush=True)
+
+        with contextlib.ExitStack() as stack:
+            systems = [System("local", local)]
+            if use_bindfs:
+                systems.append(System("bindfs", stack.enter_context(bindfs_mount(local, workdir / "mnt-bind"))))
+            else:
+                print("bindfs: not installed (n/a below)")
+            for label, ref in (("commit", commit_id), ("branch", "main")):
+                mnt = stack.enter_context(lakefuse_mount(home, workdir / f"mnt-lake-{label}",
+                                                         args=("--cache-dir", str(workdir / f"cache-{label}"))))
+                systems.append(System(f"lakefuse {label}", mnt / REPO / ref))
+
+            for r in range(runs):
+                for system in systems[r % len(systems):] + systems[:r % len(systems)]:
+                    root = system.root
+                    files = []
+                    for d in probe_dirs:
+                        for i in range(per_dir):
+                            directory = root / "data" / dir_name(d)
+                            files.append((str(directory / f".{file_name(i)}.crc"), str(directory / file_name(i)),
+                                          content(d * per_dir + i)))
+                    cold_ok = drop_caches() and cold_ok
+                    system.record("probe", bounded(partial(probe_and_read, files), timeout,
+                                                   f"probe + read on {system.label}"))
+                    cold_ok = drop_caches() and cold_ok
+                    system.record("find", find_cat([root / "data" / dir_name(d) for d in find_dirs], timeout))
+                    if spark is not None:
+                        cold_ok = drop_caches() and cold_ok
+                        system.record("spark", spark_count(spark, root, total, timeout))
+                    print(f"  run {r + 1}/{runs} {system.label}: "
+                          + ", ".join(f"{key} {values[-1]:.3f} s" for key, values in system.seconds.items())
+                          + f" ({time.monotonic() - started:.0f} s)", flush=True)
+
+            for system in systems:  # untimed: find listed every file it should have
+                found = bounded(partial(count_listed, [system.root / "data" / dir_name(d) for d in find_dirs]),
+                                timeout, f"listing {system.label}")
+                if found != n_find:
+                    raise RuntimeError(f"{system.label}: {found} files in the find directories, expected {n_find}")
+    finally:
+        if spark is not None:
+            spark.stop()
+        home.close()
+
+    rows = [("probe", f"stat .crc (missing) + read: {n_probe:,} files"),
+            ("find", f"find | xargs cat: {n_find:,} files"),
+            ("spark", f"Spark count: {total:,} files ({master})")]
+    if spark is None:
+        rows.pop()
+    report(systems, rows, runs, cold_ok, use_spark)
+
+
+def report(systems: list[System], rows, runs: int, cold_ok: bool, use_spark: bool) -> None:
+    by_label = {s.label: s for s in systems}
+    columns = ["local", "bindfs", "lakefuse commit", "lakefuse branch"]
+    heads = ["local", "bindfs", "lf commit", "lf branch"]
+    width = max(len(text) for _, text in rows)
+
+    def med(label: str, key: str) -> float | None:
+        system = by_label.get(label)
+        return statistics.median(system.seconds[key]) if system and system.seconds.get(key) else None
+
+    print(f"\nMany small files read back (seconds, median of {runs} run{'s' if runs > 1 else ''}; "
+          f"kernel caches dropped before each workload; ratios above 1: lakefuse slower)")
+    print(f"  {'':{width}} " + " ".join(f"{h:>10}" for h in heads)
+          + f" {'commit/bindfs':>14} {'branch/bindfs':>14}")
+    verdicts = []
+    for key, text in rows:
+        values = {c: med(c, key) for c in columns}
+        cells = " ".join(f"{v:10.3f}" if v is not None else f"{'n/a':>10}" for v in values.values())
+        ratios, verdict = [], []
+        for label in ("lakefuse commit", "lakefuse branch"):
+            lake, bind = values[label], values["bindfs"]
+            if lake is None or bind is None:
+                ratios.append(f"{'n/a':>14}")
+                verdict.append(f"{label.split()[1]} n/a")
+                continue
+            ratio = lake / bind
+            ratios.append(f"{ratio:14.2f}")
+            verdict.append(f"{label.split()[1]} {'met' if ratio <= 1 else 'NOT met'} ({ratio:.2f})")
+        print(f"  {text:{width}} {cells} {' '.join(ratios)}")
+        verdicts.append((text, verdict))
+    print("\n  target 'lakefuse no slower than bindfs' (lakefuse/bindfs <= 1):")
+    for text, verdict in verdicts:
+        print(f"    {text:{width}}  " + ", ".join(verdict))
+    if not use_spark:
+        print("  Spark count: not run (--spark)")
+    if not cold_ok:
+        print("  /proc/sys/vm/drop_caches is not writable: the kernel's caches were NOT dropped (figures are warm)")
+    print("\n  every run's seconds:")
+    for s in systems:
+        print(f"  {s.label:>15}: " + "  ".join(f"{key} " + "/".join(f"{v:.3f}" for v in vals)
+                                             for key, vals in s.seconds.items()))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,19 @@
+"""What another reader of the backend sees of files this mount closed: they are staged in
+batches, a moment after their close (``lakefuse.fs.stager``)."""
+
+from __future__ import annotations
+
+import time
+
+STAGED_WITHIN = 5.0  # seconds: far beyond the stager's batch window, for a loaded machine
+
+
+def staged_entry(backend, repo: str, ref: str, path: str):
+    """The entry the backend has at ``path`` once the mount's stager wrote it (closed files are
+    staged in batches, a moment after their close), polled for at most ``STAGED_WITHIN`` s."""
+    deadline = time.monotonic() + STAGED_WITHIN
+    while True:
+        entry = backend.get_entry(repo, backend.resolve_ref(repo, ref), path)
+        if entry is not None or time.monotonic() > deadline:
+            return entry
+        time.sleep(0.01)
