@@ -4,8 +4,13 @@ Owns the life of an ``OpenFile`` (made at the first open of a node, dropped with
 handle), each ``FileHandle``'s choices (direct I/O, the kernel's page cache, FUSE passthrough:
 ``lakefuse.fs.passthrough``), reads (the handle's object through a backend reader, or the
 file's spool while it is written) and writes into the spool; spools, tails and uploads are
-``lakefuse.fs.uploads``.  ``read_nowait`` and ``write_nowait`` run on the adapter's event
-loop: from memory, or into the spool's write-behind queue, else ``WouldBlock``.
+``lakefuse.fs.uploads``.  ``read_nowait``, ``write_nowait``, ``flush_nowait``,
+``release_nowait`` and ``create(blocking=False)`` run on the adapter's event loop when they
+cost only memory or a few local system calls (a small write into a live spool, a small new
+file moved into local storage, a spool closed): a thread hop costs more than they do, and a
+shell tool creating small files makes five of these requests per file.  Anything that needs
+the database, remote storage, a lock another thread holds or big I/O raises ``WouldBlock``
+first, before any side effect, and the adapter runs the blocking version on a worker thread.
 """
 
 from __future__ import annotations
@@ -28,6 +33,9 @@ from lakefuse.fs.tree import PathStat, check_name, decode_name, join
 from lakefuse.fs.uploads import Uploader
 
 log = logging.getLogger(__name__)
+
+#: the largest write ``write_nowait`` puts in a spool file on the event loop
+INLINE_WRITE_BYTES = 128 * 1024
 
 
 def writes_from_empty_only(flags: int, truncated: bool) -> bool:
@@ -164,14 +172,15 @@ class Files(HandleOps):
         return OpenResult(self._handles.add(handle), keep_cache=keep_cache, direct_io=handle.direct_io,
                           backing_id=grant.backing_id)
 
-    def create(self, parent: Node, name: bytes | str, mode: int, flags: int) -> tuple[OpenResult, Attributes]:
+    def create(self, parent: Node, name: bytes | str, mode: int, flags: int,
+               blocking: bool = True) -> tuple[OpenResult, Attributes]:
         tree = self._inodes.writable_tree(parent)
         if parent.kind is not NodeKind.DIR:
             raise OSError(errno.ENOTDIR, "not a directory")
         name = check_name(decode_name(name))
         refuse_control_dir_name(parent, name, errno.EEXIST)
         path = join(parent.path, name)
-        stat, expires = self._inodes.stat_path(tree, path, True)
+        stat, expires = self._inodes.stat_path(tree, path, blocking)  # WouldBlock: not known in memory
         if stat is not None and stat.is_dir:
             raise OSError(errno.EISDIR, path)
         if stat is not None and flags & os.O_EXCL:
@@ -306,7 +315,17 @@ class Files(HandleOps):
             raise WouldBlock
         try:
             spool = of.spool
-            if of.tail is None or spool is None or spool.sealed or offset != of.seq_end:
+            if spool is None or spool.sealed:
+                raise WouldBlock  # a spool must be made (maybe from the object's bytes) first
+            if of.tail is None:  # a small write into the spool file: one pwrite
+                if len(data) > INLINE_WRITE_BYTES:
+                    raise WouldBlock
+                if of.seq_end is not None and offset != of.seq_end:
+                    of.seq_end = None
+                written = spool.write(offset, data)
+                self._wrote(of, h, written)
+                return written
+            if offset != of.seq_end:
                 raise WouldBlock
             if not spool.write_behind(offset, data, block=False):
                 raise WouldBlock  # the queue is full: wait for room on a worker thread
@@ -323,6 +342,19 @@ class Files(HandleOps):
         if of.seq_end is not None:
             self._uploader.appended(of, written)
 
+    def flush_nowait(self, h: FileHandle) -> None:
+        of = h.open_file
+        if not h.writable or not of.dirty:
+            return  # nothing to upload
+        if not of.lock.acquire(blocking=False):
+            raise WouldBlock
+        try:
+            if not self._uploader.uploads_locally_now(of):
+                raise WouldBlock
+            self._uploader.upload(of)
+        finally:
+            of.lock.release()
+
     def sync(self, h: FileHandle, any_descriptor: bool) -> None:
         """close(2) (``any_descriptor`` False: only a descriptor that may have written uploads)
         or fsync(2): durably, also when a close already uploaded the bytes without)."""
@@ -333,6 +365,17 @@ class Files(HandleOps):
             of.unsynced = False
             self._state.stager.flush(of.node.tree)
             self._uploader.sync(of.node.tree.repo)
+
+    def release_nowait(self, h: FileHandle) -> None:
+        of = h.open_file
+        if h.reader is not None or of.dirty or not of.lock.acquire(blocking=False):
+            raise WouldBlock  # a reader to close, or an upload to make, or a busy file
+        try:
+            if of.dirty:
+                raise WouldBlock
+            self.release(h)  # under the (re-entrant) lock: nothing dirties the file meanwhile
+        finally:
+            of.lock.release()
 
     def release(self, h: FileHandle) -> None:
         if h.reader is not None:

@@ -210,8 +210,10 @@ class LakeFilesystem:
             return self._control.open(node, flags)
         return self._files.open(node, flags)
 
-    def create(self, parent_ino: int, name: bytes | str, mode: int, flags: int) -> tuple[OpenResult, Attributes]:
-        return self._files.create(self.table.get(parent_ino), name, mode, flags)
+    def create(self, parent_ino: int, name: bytes | str, mode: int, flags: int,
+               blocking: bool = True) -> tuple[OpenResult, Attributes]:
+        """``blocking=False``: WouldBlock unless what the name is now is known in memory."""
+        return self._files.create(self.table.get(parent_ino), name, mode, flags, blocking)
 
     def read(self, fh: int, offset: int, size: int) -> bytes:
         h = self._handles.get(fh)
@@ -249,6 +251,13 @@ class LakeFilesystem:
         another handle's writes in progress are not staged half-done."""
         self._sync(fh, any_descriptor=False)
 
+    def flush_nowait(self, fh: int) -> None:
+        """``flush`` if it costs a few local system calls at most, else WouldBlock."""
+        h = self._handles.get(fh)
+        if h is None:
+            raise WouldBlock
+        h.ops.flush_nowait(h)
+
     def fsync(self, fh: int, datasync: bool = False) -> None:
         """fsync(2) is about the file: it uploads the written file whichever descriptor asks."""
         self._sync(fh, any_descriptor=True)
@@ -263,6 +272,14 @@ class LakeFilesystem:
         h = self._handles.pop(fh)
         if h is not None:
             h.ops.release(h)
+
+    def release_nowait(self, fh: int) -> None:
+        """``release`` if it costs a few local system calls at most, else WouldBlock."""
+        h = self._handles.get(fh)
+        if h is None:
+            raise WouldBlock
+        h.ops.release_nowait(h)
+        self._handles.pop(fh)
 
     def flush_all(self, tree: Tree | None = None) -> list[tuple[str, Exception]]:
         """Upload every written file (of one tree); the failures."""

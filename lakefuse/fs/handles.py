@@ -46,8 +46,17 @@ class HandleOps:
     def sync(self, h, any_descriptor: bool) -> None:
         """flush (close of a descriptor: ``any_descriptor`` False) or fsync (True)."""
 
+    def flush_nowait(self, h) -> None:
+        """``sync(h, False)`` if it costs only a few local system calls, else WouldBlock."""
+        raise WouldBlock
+
     def release(self, h) -> None:
         """The handle was taken out of the table: nothing else refers to it."""
+
+    def release_nowait(self, h) -> None:
+        """``release(h)`` if it costs only a few local system calls (the handle is still in the
+        table: the caller takes it out if this returns), else WouldBlock."""
+        raise WouldBlock
 
     def readdir(self, h, offset: int, add, blocking: bool) -> None:
         raise OSError(errno.EBADF, "not a directory handle")

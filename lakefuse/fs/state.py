@@ -59,7 +59,7 @@ class Unstaged:
     def entry_staged(self, tree: Tree, path: str, entry) -> None:
         """The ``Stager`` staged ``entry`` at ``path``: the file counts no more, unless it has
         been written again since; listings of its directory kept meanwhile lack it."""
-        tree.staged(path)
+        tree.staged(path, entry)
         now = time.monotonic()
         key = (tree.key, path)
         with self._lock:

@@ -171,6 +171,8 @@ class Tree:
         #: directory path -> _Children: directories whose every child is known
         self._complete: cachetools.LRUCache = cachetools.LRUCache(maxsize=LISTED_ENTRIES_KEPT, getsizeof=_children_size)
         self._listings: dict[str, _Listing] = {}  # directory path -> its listing from the start, under way
+        #: path -> the stat of a file whose entry waits for the stager (see ``remember``)
+        self._pending: dict[str, PathStat | None] = {}
         # ascending lookups (see stat()): the last name found, the end of the last page fetched
         # after one, and the size of the next page
         self._last_found: str | None = None
@@ -212,11 +214,18 @@ class Tree:
             return None, children.expires  # the directory is known whole, and lacks it
         return None
 
-    def remember(self, path: str, stat: PathStat | None) -> float:
+    def remember(self, path: str, stat: PathStat | None, pending: bool = False) -> float:
+        """``path`` is now ``stat`` (this mount changed it).  ``pending``: a file's entry that
+        waits for the stager; until ``staged``, what the backend says of ``path`` is older, and
+        neither listings nor lookups let it replace this."""
         expires = self._expiry()
         parent, _, name = path.rpartition("/")
         with self._lock:
             self._cache[path] = (stat, expires)
+            if pending:
+                self._pending[path] = stat
+            else:
+                self._pending.pop(path, None)
             self._pages.pop(parent, None)
             self._pages.pop(path, None)
             self._complete.pop(path, None)
@@ -230,12 +239,15 @@ class Tree:
             self._changes += 1
         return expires
 
-    def staged(self, path: str) -> None:
+    def staged(self, path: str, entry: Entry) -> None:
         """The file ``path``, which this mount answered for from memory since its close (see
-        ``lakefuse.fs.stager``), is now in the backend: listings of its directory kept meanwhile
-        lack it, and so may a listing that made the directory known whole meanwhile."""
+        ``lakefuse.fs.stager``), is now ``entry`` in the backend: listings of its directory kept
+        meanwhile lack it, and so may a listing that made the directory known whole meanwhile."""
         parent, _, name = path.rpartition("/")
         with self._lock:
+            pending = self._pending.get(path)
+            if pending is not None and pending.entry is entry:
+                del self._pending[path]
             self._pages.pop(parent, None)
             children = self._complete.get(parent)
             if children is not None and name not in children.names:
@@ -271,6 +283,9 @@ class Tree:
             self._pages.clear()
             self._complete.clear()
             self._changes += 1
+            expires = self._expiry()
+            for path, stat in self._pending.items():  # still this mount's, still newer
+                self._cache[path] = (stat, expires)
 
     # ------------------------------------------------------------------ reads
 
@@ -299,6 +314,8 @@ class Tree:
         expires = self._expiry()
         parent, _, name = path.rpartition("/")
         with self._lock:
+            if path in self._pending:  # the backend's answer is older than this mount's
+                stat = self._pending[path]
             if changes != self._changes:  # forgotten meanwhile: answer, but do not keep
                 return stat, time.monotonic()
             # kept, but not a change of the directory: its pages and known children stay
@@ -397,6 +414,7 @@ class Tree:
             # one pass per listed entry, on the path of every cold stat and ls: locals only
             cache = self._cache
             known_of = cache.peek
+            pending = self._pending
             start = len(prefix)
             append = out.append
             for item in items:
@@ -411,6 +429,11 @@ class Tree:
                 if "/" in name or (hide_control and name == CONTROL_DIR_NAME):
                     continue
                 child = prefix + name
+                if pending and child in pending:  # newer than the backend's: written here, waiting
+                    stat = pending[child]
+                    if stat is not None:
+                        append((name, key, stat))
+                    continue
                 if entry is None:  # a listing cannot tell a directory marker: keep a known one
                     known = known_of(child)
                     if (known is not None and known[1] > now and known[0] is not None and known[0].is_dir

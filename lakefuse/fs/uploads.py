@@ -33,6 +33,8 @@ log = logging.getLogger(__name__)
 TAIL_MIN_BYTES = 8 * 1024 * 1024
 #: how much a hashing tail reads from the spool at a time
 HASH_CHUNK = 4 * 1024 * 1024
+#: the biggest new file a close uploads on the event loop (``uploads_locally_now``)
+INLINE_UPLOAD_BYTES = 256 * 1024
 
 
 class Uploader:
@@ -197,6 +199,17 @@ class Uploader:
                 self.unsynced.add(repo)
                 raise
 
+    def uploads_locally_now(self, of: OpenFile) -> bool:
+        """Whether ``upload(of)`` costs only a few local system calls (under ``of.lock``): a new
+        file (its entry waits for the stager), small, written without a tail, to storage known
+        to be on this machine; it reads its spool once for the checksum and renames it."""
+        node = of.node
+        spool = of.spool
+        return (of.tail is None and node.attached and spool is not None and not spool.sealed
+                and self._stores_locally.get(node.tree.repo) is True
+                and self._state.unstaged.node(node.tree, node.path) is node
+                and spool.size() <= INLINE_UPLOAD_BYTES)
+
     def upload(self, of: OpenFile, durable: bool = False) -> None:
         """Store and stage the file's bytes if it changed since its last upload; ``durable``:
         for fsync(2), the bytes must survive a crash of the machine once this returns."""
@@ -226,7 +239,7 @@ class Uploader:
             of.metadata = dict(entry.metadata)
             of.mtime_explicit = False
             node.stat = PathStat(False, entry)
-            node.expires = tree.remember(node.path, node.stat)
+            node.expires = tree.remember(node.path, node.stat, pending=deferred)
             # the kernel's pages hold these bytes, unless some were written around its cache
             node.cache_id = None if of.uncached_writes else (entry.physical_address, entry.checksum)
             of.uncached_writes = False

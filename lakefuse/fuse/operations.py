@@ -2,8 +2,9 @@
 
 Owns: converting pyfuse3 arguments and results (``EntryAttributes``, ``FileInfo``,
 ``StatvfsData``), deciding what runs on the trio thread (answers from memory: cached lookups and
-attributes) and what goes to a worker thread (anything that may touch the database, storage or
-the disk), and the one error boundary (``fuse_errors``): ``LakefuseError`` and ``OSError``
+attributes; the ``*_nowait`` and ``blocking=False`` calls that cost a few local system calls at
+most, see ``lakefuse.fs.files``) and what goes to a worker thread (anything that may touch the
+database, remote storage, or wait), and the one error boundary (``fuse_errors``): ``LakefuseError`` and ``OSError``
 become their errno, anything unexpected is logged and answered with EIO, so one bad call never
 takes the mount down.
 
@@ -335,7 +336,10 @@ class LakeOperations(pyfuse3.Operations):
 
     @fuse_errors
     async def create(self, parent_inode, name, mode, flags, ctx):
-        result, attrs = await self._run(self.fs.create, parent_inode, name, mode, flags)
+        try:  # the name is known in memory (a new name in a directory known whole): no thread hop
+            result, attrs = self.fs.create(parent_inode, name, mode, flags, blocking=False)
+        except WouldBlock:
+            result, attrs = await self._run(self.fs.create, parent_inode, name, mode, flags)
         return file_info(result), entry_attributes(attrs)
 
     @fuse_errors
@@ -347,14 +351,17 @@ class LakeOperations(pyfuse3.Operations):
 
     @fuse_errors(spin=False)  # its bytes go on to the spool's writer and hashing threads
     async def write(self, fh, off, buf):
-        try:  # an append to a big file: queued for its spool's writer thread, no thread hop here
+        try:  # a small write, or an append to a big file queued for its spool's writer: no thread hop
             return self.fs.write_nowait(fh, off, buf)
         except WouldBlock:
             return await self._run(self.fs.write, fh, off, buf)
 
     @fuse_errors
     async def flush(self, fh):
-        await self._run(self.fs.flush, fh)
+        try:  # a small new file moved into local storage, its entry queued: no thread hop
+            self.fs.flush_nowait(fh)
+        except WouldBlock:
+            await self._run(self.fs.flush, fh)
 
     @fuse_errors
     async def fsync(self, fh, datasync):
@@ -362,7 +369,10 @@ class LakeOperations(pyfuse3.Operations):
 
     @fuse_errors
     async def release(self, fh):
-        await self._run(self.fs.release, fh)
+        try:  # nothing left to upload: no thread hop
+            self.fs.release_nowait(fh)
+        except WouldBlock:
+            await self._run(self.fs.release, fh)
 
     # ------------------------------------------------------------------ xattrs
 

@@ -749,9 +749,7 @@ def test_appends_to_a_big_file_are_answered_without_waiting_and_stored_whole(fs,
     result, attrs = fs.create(parent, "behind.bin", 0o100644, os.O_WRONLY | os.O_CREAT)
     payload = os.urandom(3_000_000)
     chunk = 65_536
-    with pytest.raises(WouldBlock):
-        fs.write_nowait(result.fh, 0, payload[:chunk])  # small so far: written on a worker thread
-    fs.write(result.fh, 0, payload[:chunk])
+    assert fs.write_nowait(result.fh, 0, payload[:chunk]) == chunk  # small so far: one pwrite, here
     answered_at_once = 0
     for offset in range(chunk, len(payload), chunk):
         try:
@@ -871,3 +869,82 @@ def test_a_closed_file_waiting_to_be_staged_is_never_lost_to_a_listing_made_mean
     fresh = d.ino("sales/main/fresh")
     assert fs.lookup(fresh, "waiting.txt").size == len(b"closed, not staged yet")
     assert d.read("sales/main/fresh/waiting.txt") == b"closed, not staged yet"
+
+
+def test_small_new_files_are_created_written_closed_and_released_without_waiting(backend, tmp_path, make_driver):
+    """What a shell tool creating small files sends is answered on the event loop: no backend
+    call (the directory was made here, the entry waits for the stager), only local files."""
+    fs = LakeFilesystem(backend, spool_dir=str(tmp_path / "s"))
+    d = make_driver(fs)
+    d.write("sales/main/warm.txt", b"the first upload learns that storage is local")
+    d.mkdir("sales/main/fresh")
+    fresh = d.ino("sales/main/fresh")
+    for i in range(20):
+        name = f"f{i}"
+        with pytest.raises(FileNotFoundError):
+            fs.lookup(fresh, name, blocking=False)  # a new name: absent, answered from memory
+        result, _ = fs.create(fresh, name, 0o100644, os.O_WRONLY | os.O_CREAT, blocking=False)
+        assert fs.write_nowait(result.fh, 0, b"small %d" % i) == len(b"small %d" % i)
+        fs.flush_nowait(result.fh)
+        fs.release_nowait(result.fh)
+    assert sorted(d.listdir("sales/main/fresh")) == sorted(f"f{i}" for i in range(20))
+    assert staged_entry(backend, "sales", "main", "fresh/f7") is not None
+    assert d.read("sales/main/fresh/f7") == b"small 7"
+
+
+def test_what_would_wait_is_left_to_a_worker_thread(fs, drive, backend):
+    ino = drive.ino("sales/main/top.csv")
+    result = fs.open(ino, os.O_WRONLY)  # no spool yet: the first write copies the object's bytes
+    with pytest.raises(WouldBlock):
+        fs.write_nowait(result.fh, 0, b"X")
+    fs.write(result.fh, 0, b"X")
+    with pytest.raises(WouldBlock):
+        fs.flush_nowait(result.fh)  # an existing file: staged now, in the database
+    with pytest.raises(WouldBlock):
+        fs.release_nowait(result.fh)  # still dirty: the release uploads
+    fs.flush(result.fh)
+    fs.release_nowait(result.fh)
+    assert drive.read("sales/main/top.csv") == b"X,y\n1,2\n"
+    parent = drive.ino("sales/main/a")
+    with pytest.raises(WouldBlock):  # not known in memory: the backend must be asked
+        fs.create(parent, "unknown-yet", 0o100644, os.O_WRONLY | os.O_CREAT, blocking=False)
+
+
+def test_a_listing_never_shows_an_older_version_of_a_file_whose_newer_entry_waits(backend, tmp_path, make_driver):
+    import threading
+
+    class SlowToReturn(type(backend)):
+        """Stages, then holds the stager's thread until released: the backend has the first
+        version while the mount already wrote the second."""
+        hold = threading.Event()
+        held = threading.Event()
+
+        def stage_entries(self, repo, branch, items, deleted_exist=False):
+            super().stage_entries(repo, branch, items, deleted_exist)
+            if any(path == "fresh/f" for path, _entry in items) and not self.held.is_set():
+                self.held.set()
+                self.hold.wait(10)
+
+    slow = SlowToReturn()
+    slow.create_repository("sales")
+    fs = LakeFilesystem(slow, spool_dir=str(tmp_path / "s"))
+    d = make_driver(fs)
+    d.mkdir("sales/main/fresh")
+    d.write("sales/main/fresh/f", b"v1")
+    assert slow.held.wait(10)  # v1 is in the backend; the stager is still busy with it
+    d.write("sales/main/fresh/f", b"version 2")  # waits for the next batch
+    fresh = d.ino("sales/main/fresh")
+    listed = {}
+    fh = fs.opendir(fresh)
+    fs.readdir(fh, 0, lambda name, attrs, offset: listed.setdefault(name.decode(), attrs.size) or True)
+    fs.releasedir(fh)
+    assert listed["f"] == len(b"version 2")
+    assert d.read("sales/main/fresh/f") == b"version 2"
+    slow.hold.set()
+    entry = staged_entry(slow, "sales", "main", "fresh/f")
+    deadline = time.monotonic() + 5
+    while slow.object_bytes(entry) != b"version 2" and time.monotonic() < deadline:
+        time.sleep(0.01)
+        entry = staged_entry(slow, "sales", "main", "fresh/f")
+    assert slow.object_bytes(entry) == b"version 2"
+    assert d.read("sales/main/fresh/f") == b"version 2"
