@@ -176,8 +176,9 @@ class LakeFilesystem:
     def rmdir(self, parent_ino: int, name: bytes | str) -> None:
         self._namespace.rmdir(self.table.get(parent_ino), name)
 
-    def unlink(self, parent_ino: int, name: bytes | str) -> None:
-        self._namespace.unlink(self.table.get(parent_ino), name)
+    def unlink(self, parent_ino: int, name: bytes | str, blocking: bool = True) -> None:
+        """``blocking=False``: WouldBlock unless it is a deletion queued from memory."""
+        self._namespace.unlink(self.table.get(parent_ino), name, blocking)
 
     def rename(self, old_parent_ino: int, old_name: bytes | str, new_parent_ino: int, new_name: bytes | str,
                flags: int = 0) -> None:

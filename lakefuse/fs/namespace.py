@@ -17,7 +17,7 @@ from lakefuse.fs.attributes import DEFAULT_DIR_MODE, NodeAttributes, mode_metada
 from lakefuse.fs.backend import iter_listing
 from lakefuse.fs.inodes import Inodes, refuse_control_dir_name
 from lakefuse.fs.nodes import Node, NodeKind, path_key
-from lakefuse.fs.replies import Attributes
+from lakefuse.fs.replies import Attributes, WouldBlock
 from lakefuse.fs.state import MountState
 from lakefuse.fs.tree import PathStat, Tree, check_name, decode_name, dir_prefix, join
 from lakefuse.fs.uploads import Uploader
@@ -73,22 +73,36 @@ class Namespace:
         tree.remember(path, None)
         self._inodes.detach_path(tree, path)
 
-    def unlink(self, parent: Node, name: bytes | str) -> None:
+    def unlink(self, parent: Node, name: bytes | str, blocking: bool = True) -> None:
+        """``blocking=False``: WouldBlock (before any change) unless memory knows the file and
+        its directory's marker, so the unlink is a deletion queued for the stager."""
         tree = self._inodes.writable_tree(parent)
         name = decode_name(name)
         refuse_control_dir_name(parent, name, errno.EPERM)
         path = join(parent.path, name)
-        self._stager.flush(tree)
         unstaged = self._unstaged.node(tree, path)
-        stat, _ = tree.stat(path, fresh=True)
+        stat = unstaged.stat if unstaged is not None else None
+        if stat is None:  # what memory says (the kernel just looked it up), else the backend now
+            hit = tree.cached(path)
+            if hit is not None and hit[0] is not None:
+                stat = hit[0]
+            elif not blocking:
+                raise WouldBlock
+            else:
+                stat = tree.stat(path, fresh=True)[0]
         if stat is None and unstaged is None:
             raise OSError(errno.ENOENT, path)
         if stat is not None and stat.is_dir:
             raise OSError(errno.EISDIR, path)
+        if not blocking and parent.path:
+            kept = tree.cached(parent.path)
+            if kept is None or kept[0] is None or kept[0].entry is None:
+                raise WouldBlock  # the directory may need a marker: the backend is asked
         self._keep_parent(tree, parent.path, gone=[path])
-        if stat is not None:
-            self._stager.stage_now(tree, [(path, None)], deleted_exist=True)
-        tree.remember(path, None)
+        stored = stat is not None and stat.entry is not None
+        if stored:  # the deletion waits for the stager's next batch, with the new files (rm -r)
+            self._stager.put(tree, path, None)
+        tree.remember(path, None, pending=stored)
         if unstaged is not None:
             self._unstaged.discard(tree, path, unstaged)
         self._inodes.detach_path(tree, path)

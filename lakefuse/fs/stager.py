@@ -4,7 +4,9 @@ A file created through the mount is, once closed, an object in storage and an en
 mount knows (``Unstaged`` keeps answering lookups and listings with it); its staging row is
 written shortly after, together with those of the other files closed meanwhile, in one
 transaction per branch (``LakeBackend.stage_entries``): a ``tar x`` or ``cp -r`` pays one
-database transaction per batch instead of one per file.
+database transaction per batch instead of one per file.  An unlink waits the same way (``rm
+-r``); until its batch is written the tree answers for the path from memory (``Tree.remember``
+with ``pending``), and a file created and deleted within one batch is never staged at all.
 
 The rules that keep this invisible:
 
@@ -50,7 +52,7 @@ class _Waiting:
 
     def __init__(self, tree: Tree):
         self.tree = tree
-        self.entries: dict[str, Entry] = {}  # path -> its newest entry
+        self.entries: dict[str, Entry | None] = {}  # path -> its newest entry (None: deleted)
         self.since = time.monotonic()
 
 
@@ -68,8 +70,9 @@ class Stager:
         self._thread: threading.Thread | None = None
         self._closed = False
 
-    def put(self, tree: Tree, path: str, entry: Entry) -> None:
-        """Stage ``entry`` at ``path`` soon (replacing one still waiting for that path)."""
+    def put(self, tree: Tree, path: str, entry: Entry | None) -> None:
+        """Stage ``entry`` at ``path`` soon (replacing one still waiting for that path); None
+        deletes (a path that existed when the mount said so: staged unchecked)."""
         with self._lock:
             if self._closed:
                 raise RuntimeError("the stager is closed")
@@ -132,7 +135,7 @@ class Stager:
         tree = waiting.tree
         items = list(waiting.entries.items())
         try:
-            self._backend.stage_entries(tree.repo, tree.branch, items)
+            self._backend.stage_entries(tree.repo, tree.branch, items, deleted_exist=True)
         except Exception:
             with self._lock:  # back in line, behind anything newer for the same paths
                 again = self._waiting.get(key)

@@ -60,6 +60,8 @@ class Unstaged:
         """The ``Stager`` staged ``entry`` at ``path``: the file counts no more, unless it has
         been written again since; listings of its directory kept meanwhile lack it."""
         tree.staged(path, entry)
+        if entry is None:
+            return  # a deletion: no file of this mount to count out
         now = time.monotonic()
         key = (tree.key, path)
         with self._lock:

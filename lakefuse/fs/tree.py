@@ -239,15 +239,16 @@ class Tree:
             self._changes += 1
         return expires
 
-    def staged(self, path: str, entry: Entry) -> None:
+    def staged(self, path: str, entry: Entry | None) -> None:
         """The file ``path``, which this mount answered for from memory since its close (see
         ``lakefuse.fs.stager``), is now ``entry`` in the backend: listings of its directory kept
         meanwhile lack it, and so may a listing that made the directory known whole meanwhile."""
         parent, _, name = path.rpartition("/")
         with self._lock:
-            pending = self._pending.get(path)
-            if pending is not None and pending.entry is entry:
-                del self._pending[path]
+            if path in self._pending:
+                pending = self._pending[path]
+                if (pending.entry if pending is not None else None) is entry:
+                    del self._pending[path]
             self._pages.pop(parent, None)
             children = self._complete.get(parent)
             if children is not None and name not in children.names:
@@ -500,9 +501,11 @@ class Tree:
         return changed
 
     def has_children(self, path: str, ignore: tuple[str, ...] = ()) -> bool:
-        """Whether directory ``path`` holds any object other than its own marker and ``ignore``
-        (keys)."""
+        """Whether directory ``path`` holds any object other than its own marker, ``ignore``
+        (keys) and deletions waiting for the stager."""
         prefix = dir_prefix(path)
-        skip = set(ignore) | {prefix}
+        with self._lock:  # deletions waiting for the stager are gone already
+            deleted = [key for key, stat in self._pending.items() if stat is None and key.startswith(prefix)]
+        skip = set(ignore) | {prefix} | set(deleted)
         items = self.backend.list_entries(self.repo, self.ref, prefix, limit=len(skip) + 1)
         return any(item.key not in skip for item in items)

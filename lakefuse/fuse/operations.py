@@ -322,7 +322,10 @@ class LakeOperations(pyfuse3.Operations):
 
     @fuse_errors
     async def unlink(self, parent_inode, name, ctx):
-        await self._run(self.fs.unlink, parent_inode, name)
+        try:  # a file known in memory, in a directory with a marker: a deletion queued, no thread hop
+            self.fs.unlink(parent_inode, name, blocking=False)
+        except WouldBlock:
+            await self._run(self.fs.unlink, parent_inode, name)
 
     @fuse_errors
     async def rename(self, parent_inode_old, name_old, parent_inode_new, name_new, flags, ctx):

@@ -17,3 +17,14 @@ def staged_entry(backend, repo: str, ref: str, path: str):
         if entry is not None or time.monotonic() > deadline:
             return entry
         time.sleep(0.01)
+
+
+def staged_away(backend, repo: str, ref: str, path: str) -> bool:
+    """Whether the backend stops having ``path`` within ``STAGED_WITHIN`` s (a deletion through
+    the mount is staged with the next batch too)."""
+    deadline = time.monotonic() + STAGED_WITHIN
+    while backend.get_entry(repo, backend.resolve_ref(repo, ref), path) is not None:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True

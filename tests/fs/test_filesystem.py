@@ -14,7 +14,7 @@ import pytest
 from lakefuse.errors import LakefuseError
 from lakefuse.fs.filesystem import MODE_KEY, MTIME_NS_KEY, LakeFilesystem, WouldBlock
 from lakefuse.fs.memory import MemoryBackend
-from fs_staging import staged_entry
+from fs_staging import staged_away, staged_entry
 
 
 ERRORS = (OSError, LakefuseError)
@@ -328,7 +328,7 @@ def test_unlinked_open_file_stays_readable_and_is_not_uploaded(fs, drive, backen
     drive.unlink("sales/main/top.csv")
     assert fs.read(result.fh, 0, 3) == b"Z,y"
     fs.release(result.fh)
-    assert backend.get_entry("sales", backend.resolve_ref("sales", "main"), "top.csv") is None
+    assert staged_away(backend, "sales", "main", "top.csv")
     assert "top.csv" not in drive.listdir("sales/main")
 
 
@@ -613,7 +613,7 @@ def test_backend_errors_keep_their_errno(tmp_path, make_driver):
 
 def test_stat_of_many_siblings_lists_pages_instead_of_one_get_each(backend, tmp_path, make_driver):
     backend.put_entries("sales", "main", [(f"many/f{i:04d}", b"x") for i in range(3000)])
-    fs = LakeFilesystem(backend, spool_dir=str(tmp_path / "s"))
+    fs = LakeFilesystem(backend, spool_dir=str(tmp_path / "s"), branch_ttl=600.0)  # nothing expires meanwhile
     d = make_driver(fs)
     many = d.ino("sales/main/many")
     backend.calls.clear()
@@ -890,6 +890,10 @@ def test_small_new_files_are_created_written_closed_and_released_without_waiting
     assert sorted(d.listdir("sales/main/fresh")) == sorted(f"f{i}" for i in range(20))
     assert staged_entry(backend, "sales", "main", "fresh/f7") is not None
     assert d.read("sales/main/fresh/f7") == b"small 7"
+    for i in range(10):  # rm: known files in a directory with a marker
+        fs.unlink(fresh, f"f{i}", blocking=False)
+    assert sorted(d.listdir("sales/main/fresh")) == sorted(f"f{i}" for i in range(10, 20))
+    assert staged_away(backend, "sales", "main", "fresh/f3")
 
 
 def test_what_would_wait_is_left_to_a_worker_thread(fs, drive, backend):
@@ -908,6 +912,11 @@ def test_what_would_wait_is_left_to_a_worker_thread(fs, drive, backend):
     parent = drive.ino("sales/main/a")
     with pytest.raises(WouldBlock):  # not known in memory: the backend must be asked
         fs.create(parent, "unknown-yet", 0o100644, os.O_WRONLY | os.O_CREAT, blocking=False)
+    drive.ino("sales/main/a/b.txt")
+    with pytest.raises(WouldBlock):  # "a" has no marker: its last file going may need one
+        fs.unlink(parent, "b.txt", blocking=False)
+    fs.unlink(parent, "b.txt")
+    assert drive.listdir("sales/main/a") == []
 
 
 def test_a_listing_never_shows_an_older_version_of_a_file_whose_newer_entry_waits(backend, tmp_path, make_driver):
@@ -948,3 +957,29 @@ def test_a_listing_never_shows_an_older_version_of_a_file_whose_newer_entry_wait
         entry = staged_entry(slow, "sales", "main", "fresh/f")
     assert slow.object_bytes(entry) == b"version 2"
     assert d.read("sales/main/fresh/f") == b"version 2"
+
+
+def test_deletions_wait_for_the_next_batch_and_answer_from_memory_meanwhile(backend, tmp_path, make_driver,
+                                                                           monkeypatch):
+    import lakefuse.fs.stager as stager
+
+    monkeypatch.setattr(stager, "BATCH_WINDOW", 30.0)  # staged only when flushed below
+    backend.put_entries("sales", "main", [(f"implied/f{i}", b"x") for i in range(30)])  # no marker
+    fs = LakeFilesystem(backend, spool_dir=str(tmp_path / "s"))
+    d = make_driver(fs)
+    backend.calls.clear()
+    for i in range(29):
+        d.unlink(f"sales/main/implied/f{i}")
+    assert backend.calls["stage_entries"] == 0  # all waiting
+    assert d.listdir("sales/main/implied") == ["f29"]
+    with pytest.raises(FileNotFoundError):
+        d.ino("sales/main/implied/f3")
+    d.write("sales/main/implied/tmp", b"made and removed within one batch")
+    d.unlink("sales/main/implied/tmp")
+    d.unlink("sales/main/implied/f29")  # the last file of a directory without a marker
+    assert d.listdir("sales/main/implied") == []  # the directory stays, empty
+    fs.state.stager.flush_all()
+    ref = backend.resolve_ref("sales", "main")
+    assert [item.key for item in backend.list_entries("sales", ref, "implied/", delimiter="")] == ["implied/"]
+    assert backend.get_entry("sales", ref, "implied/tmp") is None
+    assert d.listdir("sales/main/implied") == []
