@@ -57,6 +57,7 @@ class Files(HandleOps):
         self._attrs = attributes.get
         self._uploader = uploader
         self._local_file = getattr(state.backend, "local_file", None)  # optional: see enable_passthrough
+        self._opened_repos: set[str] = set()  # opened once on a worker thread: see open(blocking=False)
         self.passthrough: Passthrough | None = None
         self._passthrough_branches = False
 
@@ -148,14 +149,18 @@ class Files(HandleOps):
                 of.handles = 0
                 self.close_open_file(of)
 
-    def open(self, node: Node, flags: int) -> OpenResult:
+    def open(self, node: Node, flags: int, blocking: bool = True) -> OpenResult:
+        """``blocking=False``: a read-only open of a file whose stat memory holds, in a
+        repository opened before (its storage adapter exists), else WouldBlock."""
         if node.kind is not NodeKind.FILE:
             raise OSError(errno.EISDIR, "is a directory")
         writable = (flags & os.O_ACCMODE) in (os.O_WRONLY, os.O_RDWR)
         truncate = bool(flags & os.O_TRUNC)
+        if not blocking and (writable or truncate or node.tree.repo not in self._opened_repos):
+            raise WouldBlock
         if writable or truncate:
             self._inodes.writable_tree(node)
-        self._inodes.refresh(node, True)
+        self._inodes.refresh(node, blocking)
         with self._join_open_file(node) as (of, created):
             current = node.stat.entry if node.stat is not None else None
             if of.spool is None and not of.dirty and current is not None and current is not of.entry:
@@ -169,6 +174,9 @@ class Files(HandleOps):
                 keep_cache = not node.tree.is_branch or node.cache_id == identity
                 node.cache_id = identity
             handle = self._new_file_handle(of, writable, grant, writes_from_empty_only(flags, truncate))
+        if node.tree.repo not in self._opened_repos:
+            self._uploader.local_storage(node.tree.repo)  # ask once, here (see read_nowait)
+            self._opened_repos.add(node.tree.repo)
         return OpenResult(self._handles.add(handle), keep_cache=keep_cache, direct_io=handle.direct_io,
                           backing_id=grant.backing_id)
 
@@ -278,6 +286,16 @@ class Files(HandleOps):
         entry = h.entry
         if entry is None or offset >= entry.size:
             return b""
+        repo = h.open_file.node.tree.repo
+        if h.reader is None and self._local_file is not None and self._uploader.known_local(repo):
+            path = self._local_file(repo, entry)  # a local object: opened here
+            if path is None or not h.lock.acquire(blocking=False):
+                raise WouldBlock
+            try:
+                if h.reader is None:
+                    h.reader = self._state.backend.open_reader(repo, entry)
+            finally:
+                h.lock.release()
         read_nowait = getattr(h.reader, "read_nowait", None)
         if read_nowait is None:
             raise WouldBlock
@@ -368,8 +386,8 @@ class Files(HandleOps):
 
     def release_nowait(self, h: FileHandle) -> None:
         of = h.open_file
-        if h.reader is not None or of.dirty or not of.lock.acquire(blocking=False):
-            raise WouldBlock  # a reader to close, or an upload to make, or a busy file
+        if of.dirty or not of.lock.acquire(blocking=False):
+            raise WouldBlock  # an upload to make, or a busy file (closing a reader is cheap)
         try:
             if of.dirty:
                 raise WouldBlock

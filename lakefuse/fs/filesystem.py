@@ -205,11 +205,14 @@ class LakeFilesystem:
         """Let the kernel read objects that are local files itself (see ``Files.enable_passthrough``)."""
         self._files.enable_passthrough(backings, branches=branches)
 
-    def open(self, ino: int, flags: int) -> OpenResult:
+    def open(self, ino: int, flags: int, blocking: bool = True) -> OpenResult:
+        """``blocking=False``: WouldBlock unless a read-only open answered from memory."""
         node = self.table.get(ino)
         if node.kind is NodeKind.CONTROL_FILE:
+            if not blocking:
+                raise WouldBlock
             return self._control.open(node, flags)
-        return self._files.open(node, flags)
+        return self._files.open(node, flags, blocking)
 
     def create(self, parent_ino: int, name: bytes | str, mode: int, flags: int,
                blocking: bool = True) -> tuple[OpenResult, Attributes]:

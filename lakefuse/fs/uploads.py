@@ -94,6 +94,8 @@ class Uploader:
     # ------------------------------------------------------------------ tails
 
     def local_storage(self, repo: str) -> bool:
+        """Whether the repository's objects live on this machine (asked once: the first call
+        opens its storage, so it is made on a worker thread)."""
         local = self._stores_locally.get(repo)
         if local is None:
             local = self._stores_locally[repo] = bool(self._backend.stores_locally(repo))
@@ -199,6 +201,10 @@ class Uploader:
                 self.unsynced.add(repo)
                 raise
 
+    def known_local(self, repo: str) -> bool:
+        """``local_storage(repo)`` if already asked, else False (never opens storage)."""
+        return self._stores_locally.get(repo) is True
+
     def uploads_locally_now(self, of: OpenFile) -> bool:
         """Whether ``upload(of)`` costs only a few local system calls (under ``of.lock``): a new
         file (its entry waits for the stager), small, written without a tail, to storage known
@@ -206,7 +212,7 @@ class Uploader:
         node = of.node
         spool = of.spool
         return (of.tail is None and node.attached and spool is not None and not spool.sealed
-                and self._stores_locally.get(node.tree.repo) is True
+                and self.known_local(node.tree.repo)
                 and self._state.unstaged.node(node.tree, node.path) is node
                 and spool.size() <= INLINE_UPLOAD_BYTES)
 

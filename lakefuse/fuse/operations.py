@@ -335,7 +335,10 @@ class LakeOperations(pyfuse3.Operations):
 
     @fuse_errors
     async def open(self, inode, flags, ctx):
-        return file_info(await self._run(self.fs.open, inode, flags))
+        try:  # a read-only open of a file memory knows: no thread hop
+            return file_info(self.fs.open(inode, flags, blocking=False))
+        except WouldBlock:
+            return file_info(await self._run(self.fs.open, inode, flags))
 
     @fuse_errors
     async def create(self, parent_inode, name, mode, flags, ctx):

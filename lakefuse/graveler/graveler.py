@@ -9,7 +9,9 @@ how names and ref expressions read is ``refexpr``'s; commit IDs and the commit g
 the clean-destination check, the merge commit, the branch move, their hooks) are ``merging``'s;
 overlaying staging on committed content is ``views``'; the ``Change`` type and the diffs are
 ``changes``'; the hook events and how they are fired (``HookDispatcher``) are ``hooks``' (which
-event fires when is decided here and in ``merging``).
+event fires when is decided here and in ``merging``); the branch states last seen, which save
+the branch-row read before a staged write or a read, and the re-checked read loop are
+``branch_hints``'.
 
 Consistency rules (see each method):
 
@@ -28,8 +30,8 @@ Consistency rules (see each method):
   gets ``ConcurrentUpdate`` and its sealed changes, still visible, go into the winner's commit
   (or stay staged for the next one).
 - Point reads and listing pages on a branch re-check the branch when their answer came from
-  the committed layer and retry if a commit moved it (its staging rows may have been dropped
-  under the read).
+  the committed layer, or from a hinted state, and retry if a commit moved it (its staging rows
+  may have been dropped under the read).
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ from lakefuse.errors import (
     ReadOnly,
     RefNotFound,
 )
-from lakefuse.graveler.branch_hints import BranchHints
+from lakefuse.graveler.branch_hints import BranchHints, CheckedReads, same_state
 from lakefuse.graveler.changes import Change, EffectiveChanges, ListingPage, diff_metaranges, staged_vs_head
 from lakefuse.graveler.commits import CommitGraph, new_commit
 from lakefuse.graveler.committed.encoding import validate_key
@@ -72,7 +74,6 @@ from lakefuse.graveler.model import (
 from lakefuse.graveler.once import OncePerKey
 from lakefuse.graveler.ports import Branch, CommittedStore, RefStore, Repository, StagingStore
 from lakefuse.graveler.refexpr import (
-    RefKind,
     ResolvedRef,
     resolve_ref,
     validate_ref_name,
@@ -89,14 +90,6 @@ SYSTEM_COMMITTER = "lakefuse"
 
 def _new_token() -> StagingToken:
     return StagingToken(uuid.uuid4().hex)
-
-
-def _same_state(left: Branch, right: Branch) -> bool:
-    return (left.commit_id, left.staging_token, tuple(left.sealed_tokens)) == (
-        right.commit_id,
-        right.staging_token,
-        tuple(right.sealed_tokens),
-    )
 
 
 def _show_key(key: bytes) -> str:
@@ -137,6 +130,7 @@ class Graveler:
         self._read_retries = read_retries
         self._repo_cache: dict[str, tuple[float, Repository]] = {}
         self._repo_cache_seconds = repository_cache_seconds
+        self._reads = CheckedReads(self._branches, self.commits, self.resolve, self._view_of, read_retries)
         self._merger = BranchMerger(  # shares the dispatcher: the hooks setter reaches it too
             refs=refs, commits=self.commits, staging=staging, store_of=self._store_of, hooks=self._hooks,
             repository=self._repo, resolve=self.resolve, branch_view=self._branch_view, new_token=_new_token,
@@ -194,13 +188,6 @@ class Graveler:
         if resolved.branch is not None:
             return self._branch_view(repo, resolved.branch, resolved.commit)
         return RefView(self._store_of(repo), resolved.commit.metarange_id)
-
-    def _fresh(self, repo_id: str, resolved: ResolvedRef) -> ResolvedRef | None:
-        """None if the branch of ``resolved`` has not moved, else it re-resolved."""
-        current = self._branches.read(repo_id, resolved.branch.id)
-        if _same_state(current, resolved.branch):
-            return None
-        return replace(resolved, branch=current, commit=self.commits.get(RepositoryID(repo_id), current.commit_id))
 
     def _drop_tokens(self, tokens: Iterable[StagingToken]) -> None:
         for token in tokens:
@@ -394,7 +381,7 @@ class Graveler:
     def get(self, repo_id: str, ref: str, key: bytes) -> ValueRecord:
         """The record of ``key`` in ``ref`` (staged changes included on a branch).
         ``ObjectNotFound`` if absent or deleted."""
-        record = self._checked_read(repo_id, ref, lambda view: view.lookup(key))
+        record = self._reads.read(self._repo(repo_id), ref, lambda view: view.lookup(key))
         if record is None:
             raise ObjectNotFound(f"object {_show_key(key)!r} not found in {ref!r} of repository {repo_id!r}")
         return record
@@ -411,38 +398,8 @@ class Graveler:
         """One page of at most ``limit`` items of ``RefView.list`` (see there)."""
         if limit < 1:
             raise InvalidArgument(f"listing limit must be >= 1, got {limit}")
-        items = self._checked_read(repo_id, ref, lambda view: (list(islice(view.list(prefix, delimiter, after), limit + 1)), False))
+        items = self._reads.read(self._repo(repo_id), ref, lambda view: (list(islice(view.list(prefix, delimiter, after), limit + 1)), False))
         return ListingPage(items=items[:limit], has_more=len(items) > limit)
-
-    def _checked_read(self, repo_id: str, ref: str, read: Callable[[RefView], tuple]):
-        """``read(view)`` -> ``(answer, from_staging)`` on ``ref``, re-checked on a branch: read
-        again if the branch moved meanwhile (a commit may have dropped the staging rows under
-        the read).  An answer from the staging rows of the branch's state read before it needs
-        no check; one from a hinted state (``BranchHints``) always gets it."""
-        repo = self._repo(repo_id)
-        hint = self._branches.hint(repo_id, ref)
-        if hint is not None:
-            resolved = ResolvedRef(ref, RefKind.BRANCH, self.commits.get(repo.id, hint.commit_id), hint)
-        else:
-            resolved = self.resolve(repo_id, ref)
-            if resolved.branch is not None:
-                self._branches.saw(repo_id, resolved.branch)
-        answer = None
-        for _attempt in range(self._read_retries):
-            answer, from_staging = read(self._view_of(repo, resolved))
-            if resolved.branch is None or (from_staging and hint is None):
-                break
-            try:
-                moved = self._fresh(repo_id, resolved)
-            except RefNotFound:
-                if hint is None:
-                    raise
-                moved = self.resolve(repo_id, ref)  # the hinted branch is gone: what the name is now
-            hint = None
-            if moved is None:
-                break
-            resolved = moved
-        return answer
 
     def iter_objects(
         self, repo_id: str, ref: str, prefix: bytes = b"", delimiter: bytes = b"", after: bytes = b""
@@ -478,7 +435,7 @@ class Graveler:
             # nothing to write: the existence checks hold if the tokens they read are still the
             # branch's (a commit may have dropped one under them)
             current = self._branches.read(repo_id, branch_id)
-            if _same_state(current, branch):
+            if same_state(current, branch):
                 return rows
             branch = current
         raise ConcurrentUpdate(f"branch {branch_id!r} of repository {repo_id!r} keeps moving; nothing written, retry")

@@ -890,6 +890,12 @@ def test_small_new_files_are_created_written_closed_and_released_without_waiting
     assert sorted(d.listdir("sales/main/fresh")) == sorted(f"f{i}" for i in range(20))
     assert staged_entry(backend, "sales", "main", "fresh/f7") is not None
     assert d.read("sales/main/fresh/f7") == b"small 7"
+    f11 = fs.lookup(fresh, "f11").ino
+    with pytest.raises(WouldBlock):
+        fs.open(f11, os.O_RDWR, blocking=False)  # a writer may need the object's bytes: a worker opens
+    reader = fs.open(f11, os.O_RDONLY, blocking=False)  # grep: a reader of a file memory knows
+    assert fs.read(reader.fh, 0, 100) == b"small 11"
+    fs.release_nowait(reader.fh)
     for i in range(10):  # rm: known files in a directory with a marker
         fs.unlink(fresh, f"f{i}", blocking=False)
     assert sorted(d.listdir("sales/main/fresh")) == sorted(f"f{i}" for i in range(10, 20))
