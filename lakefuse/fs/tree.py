@@ -9,14 +9,16 @@ seconds on a branch and until evicted on a tag or commit (immutable).  A change 
 this tree (``remember``/``forget``) drops the pages of the directory it is in.
 
 Lookups cost the same whatever the size of the directory.  A name not in the cache is one point
-read of the backend (its object, else the first key under it), never a page of its neighbours,
-with two exceptions that only save work: a directory whose every child the tree knows
-(``_complete``: listed to the end, or made empty by ``mkdir`` here, and kept up to date by
+read of the backend (its object, else the first key under it), never a page of its neighbours
+each time, with three exceptions that only save work: a directory whose every child the tree
+knows (``_complete``: listed to the end, or made empty by ``mkdir`` here, and kept up to date by
 ``remember``) answers a name it lacks as absent from memory, which is what creating files in
 a new directory (``tar x``, ``cp -r``, ``git clone``) and probing for missing siblings after a
-listing (Hadoop's ``.crc`` files) do; and lookups finding names in ascending order (``ls -l``
-after the kernel forgot the entries, a sorted loop) fetch the next names after the found one,
-in pages that double while they are used up.
+listing (Hadoop's ``.crc`` files) do; the second lookup in a row memory cannot answer in one
+directory lists it once, if one page holds it whole (``_learn_small_directory``: then it is
+known whole), and notes it as big otherwise; and lookups finding names in ascending order
+(``ls -l`` after the kernel forgot the entries, a sorted loop) fetch the next names after the
+found one, in pages that double while they are used up.
 
 Coherence on a branch: without a change feed, ``ttl`` is short (another writer's change shows
 within about that long).  With one (``change_feed``, see ``LakeBackend.branch_changes``), the
@@ -45,6 +47,8 @@ MAX_NAME_BYTES = 255
 #: page, and the most once pages keep being used up
 PREFETCH_FIRST = 64
 PREFETCH_MOST = 1000
+#: the most entries a directory may hold to be listed whole after two lookups there
+SMALL_DIRECTORY = 1000
 #: listings of directories from their first name on a tree follows at once (see ``list_dir``)
 LISTINGS_FOLLOWED = 64
 #: entries of listing pages a tree keeps (least recently listed directories go first)
@@ -173,6 +177,9 @@ class Tree:
         self._listings: dict[str, _Listing] = {}  # directory path -> its listing from the start, under way
         #: path -> the stat of a file whose entry waits for the stager (see ``remember``)
         self._pending: dict[str, PathStat | None] = {}
+        #: directories too big to be learnt whole in one page (see _learn_small_directory)
+        self._big_dirs: cachetools.LRUCache = cachetools.LRUCache(maxsize=10_000)
+        self._last_asked_dir: str | None = None
         # ascending lookups (see stat()): the last name found, the end of the last page fetched
         # after one, and the size of the next page
         self._last_found: str | None = None
@@ -300,6 +307,10 @@ class Tree:
         if hit is not None:
             return hit
         self._take_cursor()
+        if not fresh:
+            hit = self._learn_small_directory(path)
+            if hit is not None:
+                return hit
         changes = self._changes
         entry = self.backend.get_entry(self.repo, self.ref, path)
         if entry is not None:
@@ -329,6 +340,28 @@ class Tree:
         if stat is not None and not fresh:
             self._found(path)
         return stat, expires
+
+    def _learn_small_directory(self, path: str) -> tuple[PathStat | None, float] | None:
+        """At the second lookup in a row that memory cannot answer in one directory (``stat``
+        of its files, probes for missing siblings, creates), list the directory once, if one
+        page of ``SMALL_DIRECTORY`` entries holds it whole: then it is known whole and the
+        next lookups there, of present or missing names, are answered from memory.  A bigger
+        directory is noted as such (until ``ttl``) and gets point reads.  What ``path`` is, if
+        the listing told."""
+        parent = path.rpartition("/")[0]
+        previous, self._last_asked_dir = self._last_asked_dir, parent
+        if previous != parent:
+            return None
+        with self._lock:
+            too_big = self._big_dirs.get(parent)
+        if too_big is not None and too_big > time.monotonic():
+            return None
+        _page, _last, exhausted = self.list_dir(parent, "", SMALL_DIRECTORY)
+        if not exhausted:
+            with self._lock:
+                self._big_dirs[parent] = self._expiry()
+            return None
+        return self.cached(path)
 
     def _found(self, path: str) -> None:
         """A lookup found ``path`` in the backend: after a name found just before it in the

@@ -638,7 +638,21 @@ def test_lookups_of_missing_names_read_one_point_whatever_the_directory_size(bac
         with pytest.raises(ERRORS):
             fs.lookup(many, f".f{i:05d}.crc")
     assert backend.calls["get_entry"] == 200
-    assert backend.calls["list_entries"] == 200  # each a prefix probe of one item, never a page
+    # each a prefix probe of one item; one page, once, found the directory too big to learn whole
+    assert backend.calls["list_entries"] == 201
+
+
+def test_lookups_in_a_small_directory_learn_it_whole_once(backend, tmp_path, make_driver):
+    backend.put_entries("sales", "main", [(f"small/part-{i:04d}.csv", b"x") for i in range(800)])
+    fs = LakeFilesystem(backend, spool_dir=str(tmp_path / "s"), branch_ttl=600.0)
+    d = make_driver(fs)
+    small = d.ino("sales/main/small")
+    backend.calls.clear()
+    for i in range(800):  # what Hadoop's checksum filesystem does, names not listed before
+        with pytest.raises(ERRORS):
+            fs.lookup(small, f".part-{i:04d}.csv.crc")
+        assert fs.lookup(small, f"part-{i:04d}.csv").size == 1
+    assert backend.calls["get_entry"] == 1 and backend.calls["list_entries"] == 2  # a miss, then the page
 
 
 def test_a_directory_listed_to_its_end_answers_missing_names_from_memory(backend, tmp_path, make_driver):
