@@ -48,7 +48,7 @@ MAX_NAME_BYTES = 255
 PREFETCH_FIRST = 64
 PREFETCH_MOST = 1000
 #: the most entries a directory may hold to be listed whole after two lookups there
-SMALL_DIRECTORY = 1000
+SMALL_DIRECTORY = 2048
 #: listings of directories from their first name on a tree follows at once (see ``list_dir``)
 LISTINGS_FOLLOWED = 64
 #: entries of listing pages a tree keeps (least recently listed directories go first)

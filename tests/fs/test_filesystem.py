@@ -643,12 +643,12 @@ def test_lookups_of_missing_names_read_one_point_whatever_the_directory_size(bac
 
 
 def test_lookups_in_a_small_directory_learn_it_whole_once(backend, tmp_path, make_driver):
-    backend.put_entries("sales", "main", [(f"small/part-{i:04d}.csv", b"x") for i in range(800)])
+    backend.put_entries("sales", "main", [(f"small/part-{i:04d}.csv", b"x") for i in range(1000)])
     fs = LakeFilesystem(backend, spool_dir=str(tmp_path / "s"), branch_ttl=600.0)
     d = make_driver(fs)
     small = d.ino("sales/main/small")
     backend.calls.clear()
-    for i in range(800):  # what Hadoop's checksum filesystem does, names not listed before
+    for i in range(1000):  # what Hadoop's checksum filesystem does, names not listed before
         with pytest.raises(ERRORS):
             fs.lookup(small, f".part-{i:04d}.csv.crc")
         assert fs.lookup(small, f"part-{i:04d}.csv").size == 1
