@@ -311,18 +311,21 @@ class Files(HandleOps):
         if not h.writable:
             raise OSError(errno.EBADF, "file not open for writing")
         of = h.open_file
-        uploader = self._uploader
         with of.lock:
-            uploader.ensure_spool(of)
-            if of.seq_end is not None and offset != of.seq_end:
-                of.seq_end = None  # not an append: the tail cannot follow
-                uploader.stop_tail(of)
-            if of.tail is not None:
-                of.spool.write_behind(offset, data)
-                written = len(data)
-            else:
-                written = of.spool.write(offset, data)
-            self._wrote(of, h, written)
+            self._uploader.ensure_spool(of)
+            return self._write_spool(of, h, offset, data)
+
+    def _write_spool(self, of: OpenFile, h: FileHandle, offset: int, data: bytes) -> int:
+        """Write into the live spool of ``of`` (under ``of.lock``)."""
+        if of.seq_end is not None and offset != of.seq_end:
+            of.seq_end = None  # not an append: the tail cannot follow
+            self._uploader.stop_tail(of)
+        if of.tail is not None:
+            of.spool.write_behind(offset, data)
+            written = len(data)
+        else:
+            written = of.spool.write(offset, data)
+        self._wrote(of, h, written)
         return written
 
     def write_nowait(self, h: FileHandle, offset: int, data: bytes) -> int:
@@ -338,11 +341,7 @@ class Files(HandleOps):
             if of.tail is None:  # a small write into the spool file: one pwrite
                 if len(data) > INLINE_WRITE_BYTES:
                     raise WouldBlock
-                if of.seq_end is not None and offset != of.seq_end:
-                    of.seq_end = None
-                written = spool.write(offset, data)
-                self._wrote(of, h, written)
-                return written
+                return self._write_spool(of, h, offset, data)
             if offset != of.seq_end:
                 raise WouldBlock
             if not spool.write_behind(offset, data, block=False):

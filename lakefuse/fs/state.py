@@ -81,7 +81,11 @@ class Unstaged:
         prefix = dir_prefix(path)
         found: dict[str, PathStat] = {}
         with self._lock:
-            recent = [(key, node) for key, (node, staged_at) in self._recent.items() if staged_at >= since]
+            recent = []
+            for key, (node, staged_at) in reversed(self._recent.items()):  # newest first
+                if staged_at < since:
+                    break  # staged before the listing began: its pages have it
+                recent.append((key, node))
             for (tree_key, child_path), child in [*self.by_path.items(), *recent]:
                 if (tree_key == tree.key and child_path.startswith(prefix) and child.attached
                         and child.path == child_path):

@@ -171,13 +171,18 @@ class HookDispatcher:
             return None
         return getattr(self.hooks, event_type.replace("-", "_"), None)
 
+    def _prepared(self, event_type: str, make: Callable[[str], HookEvent]):
+        """``(hook, event)`` of an event type that has a hook (the event built only then), or None."""
+        hook = self._hook_for(event_type)
+        return None if hook is None else (hook, make(event_type))
+
     def fire_pre(self, event_type: str, make: Callable[[str], HookEvent]) -> None:
         """Run the hook of a pre event (``make(event_type)`` builds the event, only if there is
         a hook): its failure aborts the caller (``HookFailed``)."""
-        hook = self._hook_for(event_type)
-        if hook is None:
+        prepared = self._prepared(event_type, make)
+        if prepared is None:
             return
-        event = make(event_type)
+        hook, event = prepared
         try:
             hook(event)
         except LakefuseError:
@@ -187,10 +192,10 @@ class HookDispatcher:
 
     def fire_post(self, event_type: str, make: Callable[[str], HookEvent]) -> None:
         """Run the hook of a post event: its failure is logged, the operation stands."""
-        hook = self._hook_for(event_type)
-        if hook is None:
+        prepared = self._prepared(event_type, make)
+        if prepared is None:
             return
-        event = make(event_type)
+        hook, event = prepared
         try:
             hook(event)
         except Exception:
