@@ -420,6 +420,8 @@ class Catalog:
     def read_entry(self, repo_id: str, entry: Entry, verify: bool = True) -> bytes:
         block, key = self._locate(repo_id, entry)
         data = block.get(key)
+        if len(data) > entry.size:  # an entry names its object's first ``size`` bytes (see lakefuse.fs.owned)
+            data = data[:entry.size]
         if verify:
             verifier = ChecksumVerifier(entry)
             verifier.update(data)
@@ -438,7 +440,9 @@ class Catalog:
         """Write the object's bytes to ``local_path`` (streamed); its entry."""
         entry = self.stat(repo_id, ref, path)
         block, key = self._locate(repo_id, entry)
-        block.get_to_file(key, os.fspath(local_path))
+        stored = block.get_to_file(key, os.fspath(local_path))
+        if stored.size > entry.size:  # an entry names its object's first ``size`` bytes
+            os.truncate(local_path, entry.size)
         if verify:
             verifier = ChecksumVerifier(entry)
             with open(local_path, "rb") as handle:

@@ -68,7 +68,7 @@ EDITS = [
      "        unsigned time_gran\n        uint32_t max_backing_stack_depth\n"),
     ("Include/fuse_common.pxd",
      "      FUSE_CAP_HANDLE_KILLPRIV\n",
-     "      FUSE_CAP_HANDLE_KILLPRIV\n      FUSE_CAP_PASSTHROUGH\n"),
+     "      FUSE_CAP_HANDLE_KILLPRIV\n      FUSE_CAP_HANDLE_KILLPRIV_V2\n      FUSE_CAP_PASSTHROUGH\n"),
     ("src/pyfuse3/handlers.pxi",
      "        conn.want |= FUSE_CAP_POSIX_ACL\n",
      "        conn.want |= FUSE_CAP_POSIX_ACL\n"
@@ -78,10 +78,16 @@ EDITS = [
      "        conn.capable & FUSE_CAP_PASSTHROUGH):\n"
      "        conn.want |= FUSE_CAP_PASSTHROUGH\n"
      "        conn.max_backing_stack_depth = 0  # backing files on a plain filesystem\n"
-     "        passthrough_granted = True\n"),
+     "        passthrough_granted = True\n"
+     "    global killpriv_v2_granted\n"
+     "    killpriv_v2_granted = False\n"
+     "    if (getattr(operations, 'enable_killpriv_v2', False) and\n"
+     "        conn.capable & FUSE_CAP_HANDLE_KILLPRIV_V2):\n"
+     "        conn.want |= FUSE_CAP_HANDLE_KILLPRIV_V2\n"
+     "        killpriv_v2_granted = True\n"),
     ("src/pyfuse3/__init__.pyx",
      "cdef int session_fd\n",
-     "cdef int session_fd\ncdef bint passthrough_granted = False\n"),
+     "cdef int session_fd\ncdef bint passthrough_granted = False\ncdef bint killpriv_v2_granted = False\n"),
     ("src/pyfuse3/__init__.pyx",
      "    cdef public bint nonseekable\n",
      "    cdef public bint nonseekable\n    cdef public int backing_id\n"),
@@ -101,6 +107,10 @@ EDITS = [
      "    if session == NULL or not passthrough_granted:\n"
      "        return -1\n"
      "    return session_fd\n\n\n"
+     "def handles_killpriv_v2():\n"
+     "    '''Whether the kernel left clearing set-user-ID and set-group-ID bits on\n"
+     "    writes to the filesystem (FUSE_HANDLE_KILLPRIV_V2; added by lakefuse's build).'''\n"
+     "    return killpriv_v2_granted\n\n\n"
      "@async_wrapper\nasync def main("),
 ]
 

@@ -138,6 +138,11 @@ class AppBackend:
             return None  # imported by address: not the namespace's to keep unchanged
         return _namespace_path(self.catalog.repository_block(repo), entry)
 
+    def delete_data(self, repo: str, entry: Entry) -> None:
+        if entry.address_is_full:
+            raise ValueError(f"not an object of the namespace: {entry.physical_address}")
+        self.catalog.repository_block(repo).delete(entry.physical_address)
+
     def open_reader(self, repo: str, entry: Entry):
         if not entry.address_is_full:
             block = self.catalog.repository_block(repo)

@@ -52,6 +52,25 @@ def entry_mode(entry: Entry | None, default: int) -> int:
     return default
 
 
+def clear_set_id_bits(metadata: dict[str, str]) -> None:
+    """What a write or truncate does to a file's mode, as POSIX says: the set-user-ID bit goes,
+    and the set-group-ID bit where group execute is set (the kernel leaves this to the mount:
+    FUSE_HANDLE_KILLPRIV_V2).  Unlike Linux, also for a writer with CAP_FSETID (a FUSE write
+    does not say who wrote)."""
+    value = metadata.get(MODE_KEY)
+    if value is None:
+        return
+    try:
+        mode = int(value, 8)
+    except ValueError:
+        return
+    kept = mode & ~stat_mode.S_ISUID
+    if mode & stat_mode.S_IXGRP:
+        kept &= ~stat_mode.S_ISGID
+    if kept != mode:
+        metadata[MODE_KEY] = format(kept, "o")
+
+
 def mode_metadata(mode: int, default: int) -> dict[str, str]:
     """User metadata holding the permission bits of ``mode`` (none for the default ones)."""
     perms = mode & 0o7777

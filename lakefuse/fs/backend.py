@@ -156,8 +156,13 @@ class LakeBackend(Protocol):
     # optional: a backend with ``local_file`` lets the kernel read such objects itself (FUSE
     # passthrough, see ``lakefuse.fs.passthrough``)
     def local_file(self, repo: str, entry: Entry) -> str | None:
-        """The path of a local file that holds exactly the object's bytes and never changes
-        (an object of a storage namespace on this machine), or None."""
+        """The path of a local file that holds the object's bytes (its first ``entry.size``
+        bytes: see ``lakefuse.fs.owned``), an object of a storage namespace on this machine, or
+        None.  Committed objects never change."""
+
+    # optional: deleting the object of an entry nothing references any more (lakefuse.fs.owned)
+    def delete_data(self, repo: str, entry: Entry) -> None:
+        """Delete the object ``entry`` names from the repository's storage."""
 
     # optional, the change feed: a backend with ``branch_changes`` lets a mount keep a branch's
     # metadata in the kernel for long and drop only what other writers changed

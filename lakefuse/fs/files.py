@@ -22,7 +22,7 @@ import os
 import time
 
 from lakefuse.errors import LakefuseError
-from lakefuse.fs.attributes import DEFAULT_FILE_MODE, NodeAttributes, mode_metadata
+from lakefuse.fs.attributes import DEFAULT_FILE_MODE, NodeAttributes, clear_set_id_bits, mode_metadata
 from lakefuse.fs.handles import FileHandle, HandleOps, OpenFile
 from lakefuse.fs.inodes import Inodes, refuse_control_dir_name
 from lakefuse.fs.nodes import Node, NodeKind
@@ -60,6 +60,9 @@ class Files(HandleOps):
         self._opened_repos: set[str] = set()  # opened once on a worker thread: see open(blocking=False)
         self.passthrough: Passthrough | None = None
         self._passthrough_branches = False
+        #: the kernel caches writes (``LakeFilesystem.enable_writeback_cache``): no direct I/O
+        #: for writers, or each small write would be a request again
+        self.writeback_cache = False
 
     # ------------------------------------------------------------------ passthrough
 
@@ -84,8 +87,11 @@ class Files(HandleOps):
         if tree_allows and readable_object and of.spool is None and not of.dirty and of.entry is not None:
             try:
                 local_file = self._local_file(of.node.tree.repo, of.entry)
-            except LakefuseError as exc:  # the mount serves the handle, and says why if it cannot
+                if local_file is not None and os.stat(local_file).st_size != of.entry.size:
+                    local_file = None  # an append in place was cut short: the kernel would read past the entry
+            except (LakefuseError, OSError) as exc:  # the mount serves the handle, and says why if it cannot
                 log.debug("no passthrough for %s: %s", of.node.path, exc)
+                local_file = None
         return self.passthrough.open(of.passthrough, local_file, alone=of.handles == 1)
 
     # ------------------------------------------------------------------ open files
@@ -241,7 +247,7 @@ class Files(HandleOps):
         elif grant.backing_id:
             direct_io = False
         else:
-            direct_io = of.direct_handles > 0 or (writes_from_empty and of.handles == 1) or \
+            direct_io = of.direct_handles > 0 or (writes_from_empty and of.handles == 1 and not self.writeback_cache) or \
                 (not writable and of.spool is not None and not of.spool.sealed)
         handle = FileHandle(self, of, writable, of.entry, direct_io)
         handle.passthrough = grant.backing_id != 0
@@ -312,7 +318,7 @@ class Files(HandleOps):
             raise OSError(errno.EBADF, "file not open for writing")
         of = h.open_file
         with of.lock:
-            self._uploader.ensure_spool(of)
+            self._uploader.ensure_spool(of, at=offset)
             return self._write_spool(of, h, offset, data)
 
     def _write_spool(self, of: OpenFile, h: FileHandle, offset: int, data: bytes) -> int:
@@ -336,7 +342,7 @@ class Files(HandleOps):
             raise WouldBlock
         try:
             spool = of.spool
-            if spool is None or spool.sealed:
+            if spool is None or spool.sealed or (spool.adopted and offset < spool.base_size):
                 raise WouldBlock  # a spool must be made (maybe from the object's bytes) first
             if of.tail is None:  # a small write into the spool file: one pwrite
                 if len(data) > INLINE_WRITE_BYTES:
@@ -352,12 +358,36 @@ class Files(HandleOps):
             of.lock.release()
 
     def _wrote(self, of: OpenFile, h: FileHandle, written: int) -> None:
+        clear_set_id_bits(of.metadata)  # the kernel leaves it to us (FUSE_HANDLE_KILLPRIV_V2)
         of.dirty = True
         of.uncached_writes |= h.direct_io
         of.mtime_ns = time.time_ns()
         of.mtime_explicit = False
         if of.seq_end is not None:
             self._uploader.appended(of, written)
+
+    def write_time(self, node: Node, mtime_ns: int) -> Attributes:
+        """An mtime the kernel's writeback cache sends on its own, from memory: for a file being
+        written, the time of its writes (kept as such, not as a utime); for an unlinked file
+        nothing; the mtime it already has (the kernel repeats it after an unlink or rename of
+        the file) changes nothing.  Else WouldBlock: a change to store."""
+        if not node.attached:
+            return self._attrs(node)  # unlinked: never stage it again
+        of = node.open_file
+        if of is not None:
+            if not of.lock.acquire(blocking=False):
+                raise WouldBlock
+            try:
+                if of.dirty:
+                    of.mtime_ns = mtime_ns
+                    of.mtime_explicit = False
+                    return self._attrs(node)
+            finally:
+                of.lock.release()
+        attrs = self._attrs(node)
+        if attrs.mtime_ns != mtime_ns:
+            raise WouldBlock
+        return attrs
 
     def flush_nowait(self, h: FileHandle) -> None:
         of = h.open_file

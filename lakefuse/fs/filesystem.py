@@ -205,6 +205,11 @@ class LakeFilesystem:
         """Let the kernel read objects that are local files itself (see ``Files.enable_passthrough``)."""
         self._files.enable_passthrough(backings, branches=branches)
 
+    def enable_writeback_cache(self) -> None:
+        """The kernel keeps written pages and flushes them at close and fsync (the adapter
+        calls this when it asked for the writeback cache)."""
+        self._files.writeback_cache = True
+
     def open(self, ino: int, flags: int, blocking: bool = True) -> OpenResult:
         """``blocking=False``: WouldBlock unless a read-only open answered from memory."""
         node = self.table.get(ino)
@@ -248,6 +253,14 @@ class LakeFilesystem:
         if h is None:
             raise WouldBlock
         return h.ops.write_nowait(h, offset, data)
+
+    def write_time(self, ino: int, mtime_ns: int) -> Attributes:
+        """An mtime the kernel's writeback cache sends on its own (``Files.write_time``):
+        answered from memory, or WouldBlock (``setattr`` then applies it as a utime)."""
+        node = self.table.get(ino)
+        if node is None or node.kind is not NodeKind.FILE:
+            raise WouldBlock
+        return self._files.write_time(node, mtime_ns)
 
     def flush(self, fh: int) -> None:
         """close(2) of a descriptor: upload a written file (errors reach close), or commit
@@ -328,4 +341,5 @@ class LakeFilesystem:
             log.error("upload of %s at unmount failed: %s", path, exc)
         for tree, exc in self.state.stager.close():
             log.error("staging the files closed last on %s failed at unmount, their changes are lost: %s", tree, exc)
+        self.state.owned.close()
         self._files.close_all()

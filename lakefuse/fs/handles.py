@@ -49,7 +49,6 @@ class HandleOps:
     def flush_nowait(self, h) -> None:
         """``sync(h, False)`` if it costs only a few local system calls, else WouldBlock."""
         raise WouldBlock
-
     def release(self, h) -> None:
         """The handle was taken out of the table: nothing else refers to it."""
 
@@ -75,7 +74,7 @@ class OpenFile:
 
     __slots__ = ("node", "lock", "handles", "spool", "dirty", "entry", "mtime_ns", "metadata",
                  "content_type", "mtime_explicit", "seq_end", "tail", "uncached_writes", "passthrough",
-                 "direct_handles", "unsynced")
+                 "direct_handles", "unsynced", "owned")
 
     def __init__(self, node: Node, entry: Entry | None):
         self.node = node
@@ -97,6 +96,7 @@ class OpenFile:
         self.passthrough = PassthroughState()
         self.direct_handles = 0  # open handles with direct I/O (see Files._new_file_handle)
         self.unsynced = False  # last uploaded without ``durable``: an fsync(2) must sync storage
+        self.owned = None  # the record of the object whose own file ``spool`` is (Spool.adopt)
 
     def take_entry(self, entry: Entry) -> None:
         """The file is now ``entry`` (opened, or its metadata changed): a spool starts from its

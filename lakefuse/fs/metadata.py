@@ -83,6 +83,10 @@ class Metadata:
             return
         of = node.open_file
         with of.lock if of is not None else contextlib.nullcontext():
+            if not node.attached:  # unlinked (still open, or the kernel's late times): never staged again
+                if of is not None:
+                    apply(of.metadata)
+                return
             if of is not None and (of.dirty or (of.spool is not None and of.entry is None)):
                 apply(of.metadata)
                 if mtime_ns is not None:

@@ -35,6 +35,7 @@ class Namespace:
         self._table = state.table
         self._unstaged = state.unstaged
         self._stager = state.stager  # every staging here waits for the branch's closed files first
+        self._owned = state.owned
         self._inodes = inodes
         self._attrs = attributes.get
         self._uploader = uploader
@@ -105,6 +106,9 @@ class Namespace:
         tree.remember(path, None, pending=stored)
         if unstaged is not None:
             self._unstaged.discard(tree, path, unstaged)
+        node = self._inodes.find(tree, path)
+        if stored and (node is None or node.open_file is None):  # no handle reads it: its object can go
+            self._owned.superseded(tree, path, stat.entry)
         self._inodes.detach_path(tree, path)
 
     @staticmethod

@@ -8,7 +8,12 @@ the file itself into storage (``seal`` first): a sealed spool still serves reads
 descriptor, refuses writes (its bytes are an object's now: the caller copies them into a new
 spool to change them), and on close deletes its path only if that still names the same file.
 ``fill_from`` copies an existing object's bytes in (for a write into the middle of, or an
-append to, an existing file), in the kernel when the source is a local file.
+append to, an existing file), in the kernel when the source is a local file, leaving its holes
+holes (a sparse file stays sparse).
+
+``Spool.adopt`` makes a spool of an uncommitted object's own file, for appends in place: the
+caller (``lakefuse.fs.uploads``) decided nothing else can reference that object; writes must
+not go below ``base_size`` (the bytes its staged entry names), and closing it keeps the file.
 
 Write-behind (``write_behind``): appends may be queued for a background thread instead of
 written at once, so the mount can answer a big sequential ``write(2)`` as soon as its bytes are
@@ -154,13 +159,39 @@ class _DirectAppender:
             pass  # a view of it is still referenced somewhere: the garbage collector frees it
 
 
+def copy_data(source: int, target: int, size: int) -> None:
+    """Copy bytes ``[0, size)`` of descriptor ``source`` to the same offsets of ``target`` (an
+    empty file), in the kernel: only the ranges holding data, so holes stay holes."""
+    os.ftruncate(target, size)
+    offset = 0
+    while offset < size:
+        try:
+            start = os.lseek(source, offset, os.SEEK_DATA)
+            end = min(size, os.lseek(source, start, os.SEEK_HOLE))
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:
+                return  # a hole up to the end
+            if exc.errno not in (errno.EINVAL, errno.EOPNOTSUPP):
+                raise
+            start, end = offset, size  # no SEEK_DATA here: copy everything
+        if start >= size:
+            return
+        position = start
+        while position < end:
+            copied = os.copy_file_range(source, target, end - position, position, position)
+            if copied == 0:
+                raise OSError(errno.EIO, f"the source ended at {position} of {size} bytes")
+            position += copied
+        offset = end
+
+
 class Spool:
     def __init__(self, directory: str):
         # 0o666 less the umask, like the local block adapter's objects: a spool may become one
         for _ in range(_CREATE_ATTEMPTS):
             path = os.path.join(directory, f"spool-{secrets.token_hex(8)}")
             try:
-                self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
                 break
             except FileExistsError:
                 continue
@@ -168,10 +199,35 @@ class Spool:
                 raise StorageError(f"cannot create a spool file in {directory}: {exc.strerror}") from None
         else:
             raise StorageError(f"cannot create a spool file in {directory}: every name tried exists")
+        self._start(path, fd, 0)
+
+    @classmethod
+    def adopt(cls, path: str, size: int) -> "Spool":
+        """A spool of the existing file ``path`` (an uncommitted object's), holding ``size``
+        bytes that stay as they are: only writes at or after ``base_size`` may follow.  OSError
+        if it cannot be opened or holds fewer bytes."""
+        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+        try:
+            if os.fstat(fd).st_size < size:
+                raise OSError(errno.EIO, f"{path} is shorter than its entry")
+            os.ftruncate(fd, size)  # bytes an interrupted earlier append left beyond the entry
+        except BaseException:
+            os.close(fd)
+            raise
+        spool = cls.__new__(cls)
+        spool._start(path, fd, size)
+        spool.adopted = True
+        return spool
+
+    def _start(self, path: str, fd: int, size: int) -> None:
+        self.fd = fd
         self.path = path
         self.closed = False
         self.sealed = False
-        self._size = 0  # tracked (queued bytes included): asking never touches the descriptor
+        #: a spool of an object's own file (``adopt``): appends only, its file is kept at close
+        self.adopted = False
+        self.base_size = size
+        self._size = size  # tracked (queued bytes included): asking never touches the descriptor
         self.listener: Callable[[int, bytes], None] | None = None
         # write-behind: (offset, bytes) in order, their total, the thread writing them, whether
         # it holds staged bytes not in the file yet, and the error that failed the spool
@@ -319,19 +375,13 @@ class Spool:
         self._check_writable()
         self.drain()
         source_fd = getattr(reader, "fileno", None)
-        if source_fd is not None:
-            fd = source_fd()
-            offset_in = 0
+        if source_fd is not None and self._size == 0:
             try:
-                while offset_in < size:
-                    copied = os.copy_file_range(fd, self.fd, size - offset_in, offset_in, offset_in)
-                    if copied == 0:
-                        break
-                    offset_in += copied
-                self._size = max(self._size, offset_in)
+                copy_data(source_fd(), self.fd, size)
+                self._size = size
                 return
             except OSError:
-                pass  # fall back to reads
+                os.ftruncate(self.fd, 0)  # fall back to reads
         offset = 0
         while offset < size:
             chunk = reader.read(offset, min(COPY_CHUNK, size - offset))
@@ -353,7 +403,7 @@ class Spool:
                 self._cond.notify_all()
             writer.join()
         try:
-            ours = not self.sealed or _names_file(self.path, os.fstat(self.fd))
+            ours = not self.adopted and (not self.sealed or _names_file(self.path, os.fstat(self.fd)))
         except OSError:
             ours = False
         try:

@@ -19,6 +19,7 @@ import time
 from lakefuse.fs.backend import LakeBackend
 from lakefuse.fs.handles import HandleTable
 from lakefuse.fs.nodes import InodeTable, Node
+from lakefuse.fs.owned import OwnedObjects
 from lakefuse.fs.refs import Refs
 from lakefuse.fs.stager import Stager
 from lakefuse.fs.tree import PathStat, Tree, dir_prefix
@@ -137,4 +138,5 @@ class MountState:
         self.handles = HandleTable(self.lock)
         self.unstaged = Unstaged(self.lock)
         self.stager = Stager(backend, staged=self.unstaged.entry_staged)
+        self.owned = OwnedObjects(backend, self.stager)
         self.refs = Refs(self)

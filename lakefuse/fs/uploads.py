@@ -11,16 +11,25 @@ storage, and a commit makes everything it takes durable first (``Catalog.commit`
 spool file is then moved into storage at close, not copied), else streamed to storage while
 written, so close costs little more than an fsync.  Also the empty objects of directory
 markers (``upload_empty``).
+
+Objects the mount stored and nobody else can have seen are recorded in ``MountState.owned``
+(``lakefuse.fs.owned``): an append to such a file writes into its object's own file
+(``ensure_spool``, then ``_restage_appended``), and the object a rewrite replaces is deleted
+from storage soon after (``upload``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 import logging
 import time
 
-from lakefuse.fs.attributes import MTIME_NS_KEY
+from lakefuse.checksums import ContentHasher
+from lakefuse.errors import LakefuseError
+from lakefuse.fs.attributes import MTIME_NS_KEY, clear_set_id_bits
 from lakefuse.fs.handles import OpenFile
+from lakefuse.fs.owned import HASH_STATE_MIN_BYTES
 from lakefuse.fs.spool import Spool, SpoolTail
 from lakefuse.fs.state import MountState
 from lakefuse.fs.tree import PathStat, Tree
@@ -35,6 +44,9 @@ TAIL_MIN_BYTES = 8 * 1024 * 1024
 HASH_CHUNK = 4 * 1024 * 1024
 #: the biggest new file a close uploads on the event loop (``uploads_locally_now``)
 INLINE_UPLOAD_BYTES = 256 * 1024
+#: a file at least this big is appended to in place when it may be (smaller ones are copied:
+#: cheaper than the database read that decides)
+ADOPT_MIN_BYTES = 256 * 1024
 
 
 class Uploader:
@@ -43,16 +55,24 @@ class Uploader:
         self._backend = state.backend
         self._stream_upload = getattr(state.backend, "upload_stream", None)  # optional: see SpoolTail
         self._stores_locally: dict[str, bool] = {}  # repo -> backend.stores_locally(repo)
+        self._owned = state.owned
+        self._local_file = getattr(state.backend, "local_file", None)
         #: repositories holding objects uploaded without ``durable`` since their last sync
         self.unsynced: set[str] = set()
 
     # ------------------------------------------------------------------ spools
 
-    def ensure_spool(self, of: OpenFile, keep: int | None = None) -> None:
+    def ensure_spool(self, of: OpenFile, keep: int | None = None, at: int | None = None) -> None:
         """Give ``of`` a writable spool holding the file's current bytes (the first ``keep``
-        of them): from its object, or from its sealed spool (whose file storage took)."""
+        of them): from its object, or from its sealed spool (whose file storage took).  For a
+        write at ``at`` at or after the end of a file whose object the mount may append to
+        in place (see ``lakefuse.fs.owned``), that object's own file."""
         sealed = of.spool
         if sealed is not None and not sealed.sealed:
+            if not sealed.adopted or (keep is None and (at is None or at >= sealed.base_size)):
+                return
+            # an object's own file takes appends only: copy it to a spool of its own first
+        elif keep is None and at is not None and self._adopt(of, at):
             return
         spool = Spool(self._state.spool_dir)
         try:
@@ -77,7 +97,31 @@ class Uploader:
         of.spool = spool
         of.seq_end = 0 if size == 0 else None
         if sealed is not None:
+            if sealed.adopted:  # bytes appended to the object's file are in the copy: cut them off
+                os.ftruncate(sealed.fd, sealed.base_size)
+                of.owned = None
             sealed.close()
+
+    def _adopt(self, of: OpenFile, at: int) -> bool:
+        """Make the object's own file the spool of ``of`` for an append (see ensure_spool)."""
+        entry, node = of.entry, of.node
+        if (entry is None or entry.size < ADOPT_MIN_BYTES or at < entry.size or of.spool is not None
+                or self._local_file is None or not self.local_storage(node.tree.repo)):
+            return False
+        owned = self._owned.adoptable(node.tree, node.path, entry)
+        if owned is None:
+            return False
+        try:
+            path = self._local_file(node.tree.repo, entry)
+            if path is None:
+                return False
+            of.spool = Spool.adopt(path, entry.size)
+        except (OSError, LakefuseError) as exc:
+            log.debug("appending to %s in place: %s", node.path, exc)
+            return False
+        of.owned = owned
+        of.seq_end = None
+        return True
 
     def truncate(self, of: OpenFile, size: int) -> None:
         """Cut (or extend) the file to ``size`` bytes, now (under ``of.lock``): open(O_TRUNC),
@@ -87,6 +131,7 @@ class Uploader:
         self.stop_tail(of)
         of.spool.truncate(size)
         of.seq_end = 0 if size == 0 else None
+        clear_set_id_bits(of.metadata)
         of.dirty = True
         of.mtime_ns = time.time_ns()
         of.mtime_explicit = False
@@ -116,14 +161,14 @@ class Uploader:
             hasher = self._backend.content_hasher()
             spool = of.spool
 
-            def consume(stream) -> str:
+            def consume(stream) -> ContentHasher:
                 position = 0
                 while chunk := stream.read(HASH_CHUNK):
                     hasher.update(chunk)  # hashlib releases the GIL: this runs beside the writes
                     # storage fsyncs the file at close: have the disk take the bytes meanwhile
                     spool.start_writeback(position, len(chunk))
                     position += len(chunk)
-                return hasher.hexdigest()
+                return hasher
 
             of.tail = SpoolTail(spool, of.seq_end, consume, name="lakefuse-spool-hash")
             spool.listener = of.tail.feed
@@ -147,10 +192,10 @@ class Uploader:
                 of.spool.listener = None
             tail.abort()
 
-    def _finish_tail(self, of: OpenFile) -> Entry | str | None:
+    def _finish_tail(self, of: OpenFile) -> Entry | ContentHasher | None:
         """What the tail made of the file's bytes if it read exactly all of them: the entry of
-        a streaming upload (restaged if metadata changed meanwhile) or their checksum; else
-        None (the caller stores the spool the ordinary way)."""
+        a streaming upload (restaged if metadata changed meanwhile) or their hash; else None
+        (the caller stores the spool the ordinary way)."""
         of.spool.drain()  # every byte in the file (raises what failed the spool)
         tail, of.tail = of.tail, None
         of.spool.listener = None
@@ -167,7 +212,7 @@ class Uploader:
         if tail.consumed != of.seq_end:
             return None
         if not isinstance(result, Entry):
-            return result  # the checksum
+            return result  # the hash
         entry = result
         if entry.size != of.seq_end:
             return None
@@ -231,11 +276,16 @@ class Uploader:
             tail_result = self._finish_tail(of) if of.tail is not None else None
             # a new file's first entries wait for the stager's next batch, unless fsync asks
             deferred = not durable and self._state.unstaged.node(tree, node.path) is node
+            replaced = of.entry
             if isinstance(tail_result, Entry):
                 entry = tail_result  # streamed while written, and staged
                 deferred = False
+            elif of.spool.adopted:
+                entry = self._restage_appended(of, durable)
             else:
-                entry = self._store_spool(of, checksum=tail_result, durable=durable, deferred=deferred)
+                entry = self._store_spool(of, hasher=tail_result, durable=durable, deferred=deferred)
+            if replaced is not None and replaced.physical_address != entry.physical_address and of.handles <= 1:
+                self._owned.superseded(tree, node.path, replaced)  # no other handle reads it
             of.dirty = False
             of.unsynced = not durable
             of.seq_end = None
@@ -252,27 +302,56 @@ class Uploader:
             if not deferred:
                 self._state.unstaged.discard(tree, node.path, node)
 
-    def _store_spool(self, of: OpenFile, checksum: str | None, durable: bool, deferred: bool) -> Entry:
+    def _store_spool(self, of: OpenFile, hasher: ContentHasher | None, durable: bool, deferred: bool) -> Entry:
         """Store the spool as a new object and stage it, now or (``deferred``) in the stager's
         next batch.  Storage on this machine takes the spool file itself (moved, not copied:
-        the spool is sealed first, and a later write copies its bytes to a new spool)."""
+        the spool is sealed first, and a later write copies its bytes to a new spool); the
+        object is then the mount's own (``lakefuse.fs.owned``), with its hash state if big."""
         node = of.node
         tree = node.tree
-        if of.spool.sealed:  # an earlier move failed half-way: the file may be gone
+        spool = of.spool
+        if spool.sealed:  # an earlier move failed half-way: the file may be gone
             self.ensure_spool(of)
-            checksum = None
+            spool, hasher = of.spool, None
         move = self.local_storage(tree.repo)
+        cursor = tree.change_cursor  # before storing: what the branch was at most
         if move:
-            of.spool.seal()
+            spool.seal()
+            if hasher is None and spool.size() >= HASH_STATE_MIN_BYTES:
+                hasher = self._backend.content_hasher()
+                for position in range(0, spool.size(), HASH_CHUNK):
+                    hasher.update(spool.read(position, HASH_CHUNK))
         mtime, metadata, content_type = self._upload_settings(of)
         if not durable:
             self.unsynced.add(tree.repo)
-        entry = self._backend.store_file(tree.repo, of.spool.path, mtime=mtime, metadata=metadata,
-                                         content_type=content_type, checksum=checksum, move=move, durable=durable)
+        entry = self._backend.store_file(tree.repo, spool.path, mtime=mtime, metadata=metadata,
+                                         content_type=content_type, checksum=hasher.hexdigest() if hasher else None,
+                                         move=move, durable=durable)
+        if move:
+            self._owned.stored(tree, node.path, entry, cursor, hasher)
         if deferred:
             self._state.stager.put(tree, node.path, entry)
         else:
             self._state.stager.stage_now(tree, [(node.path, entry)])
+        return entry
+
+    def _restage_appended(self, of: OpenFile, durable: bool) -> Entry:
+        """Stage the object appended to in place (its own file is the spool): same address,
+        the new size, the checksum extended by the appended bytes."""
+        node, spool, owned = of.node, of.spool, of.owned
+        tree = node.tree
+        spool.drain()
+        checksum, hasher = self._owned.checksum_after_appends(owned, spool.read, spool.size())
+        if durable:
+            os.fsync(spool.fd)
+        else:
+            self.unsynced.add(tree.repo)
+        mtime, metadata, content_type = self._upload_settings(of)
+        entry = dataclasses.replace(of.entry, size=spool.size(), checksum=checksum, mtime=mtime, metadata=metadata,
+                                    content_type=content_type or of.entry.content_type)
+        self._state.stager.stage_now(tree, [(node.path, entry)])
+        self._owned.appended(owned, entry, hasher)
+        spool.base_size = entry.size  # these bytes are the staged object's now: appends only after them
         return entry
 
     def flush_all(self, tree: Tree | None = None) -> list[tuple[str, Exception]]:

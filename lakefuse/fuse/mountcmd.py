@@ -77,6 +77,10 @@ def add_mount_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--passthrough-branches", action="store_true",
                         help="let the kernel read branch files itself too; a file opened for reading then "
                              "keeps its bytes while other handles write it (no tail -f)")
+    parser.add_argument("--writeback-cache", action="store_true",
+                        help="let the kernel keep written pages and send them in big pieces: small writes "
+                             "(dd bs=4k, logs) run several times faster; the kernel then cannot read local "
+                             "objects itself (no passthrough reads)")
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
                         help="default INFO")
     parser.add_argument("--log-file", help="log here (daemon default: $LAKEFUSE_HOME/logs/mount-<dir>.log; "
@@ -244,7 +248,8 @@ def _serve(args, plan: _Plan, on_ready, log_file: str | None = None) -> None:
         options = MountOptions(read_only=args.read_only, allow_other=args.allow_other,
                                read_ahead_kb=args.read_ahead_kb, change_poll=args.change_poll,
                                spin=args.spin_us / 1e6, passthrough=args.passthrough,
-                               passthrough_branches=args.passthrough_branches)
+                               passthrough_branches=args.passthrough_branches,
+                               writeback_cache=args.writeback_cache)
 
         def ready() -> None:
             sd_notify("READY=1\nSTATUS=serving " + plan.mountpoint)

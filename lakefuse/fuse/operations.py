@@ -159,19 +159,35 @@ def file_info(result: OpenResult) -> pyfuse3.FileInfo:
     return pyfuse3.FileInfo(fh=result.fh, keep_cache=result.keep_cache, direct_io=result.direct_io)
 
 
+def kernel_write_times(fields: pyfuse3.SetattrFields) -> bool:
+    """Whether a setattr only carries the times the kernel's writeback cache keeps (mtime and
+    ctime: of the writes it sent, at close and fsync; and of an unlinked or renamed file, its
+    mtime unchanged, right after), not a utime(2), which sets atime too."""
+    return (fields.update_mtime and fields.update_ctime and not fields.update_atime and not fields.update_size
+            and not fields.update_mode and not fields.update_uid and not fields.update_gid)
+
+
 class LakeOperations(pyfuse3.Operations):
     supports_dot_lookup = False
+    #: the kernel keeps written pages and sends them in big writes (small writes cost no round
+    #: trip each); it owns size and mtime meanwhile and flushes them at close and fsync.  The
+    #: kernel grants no passthrough then.  Set per mount (``writeback_cache``)
     enable_writeback_cache = False
     enable_acl = False
+    #: ask for FUSE_HANDLE_KILLPRIV_V2 (read by pyfuse3 as built by scripts/build_pyfuse3.py; a
+    #: stock pyfuse3 ignores it): the kernel then stops asking for ``security.capability``
+    #: before every write(2), and the filesystem clears set-user-ID bits on writes itself
+    enable_killpriv_v2 = True
 
     def __init__(self, fs: LakeFilesystem, *, worker_threads: int = WORKER_THREADS,
                  spinner: RequestSpinner | None = None, passthrough: bool = True,
-                 passthrough_branches: bool = False):
+                 passthrough_branches: bool = False, writeback_cache: bool = False):
         super().__init__()
         self.fs = fs
+        self.enable_writeback_cache = writeback_cache
         #: ask the kernel for FUSE passthrough in FUSE_INIT (read by pyfuse3 as built by
         #: scripts/build_pyfuse3.py; a stock pyfuse3 ignores it), if this process may use it
-        self.enable_passthrough = passthrough and has_cap_sys_admin()
+        self.enable_passthrough = passthrough and not writeback_cache and has_cap_sys_admin()
         self._passthrough_branches = passthrough_branches
         #: told of every answered request (see lakefuse.fuse.spin); by default it never spins
         self.spinner = spinner or RequestSpinner(window=0)
@@ -237,6 +253,12 @@ class LakeOperations(pyfuse3.Operations):
             self.fs.enable_passthrough(KernelBackingFiles(session_fd), branches=self._passthrough_branches)
         scope = "on, branches too" if self._passthrough_branches else "on, commits and tags"
         log.info("passthrough reads of local objects: %s", scope if self.fs.passthrough is not None else "off")
+        if self.enable_writeback_cache:
+            self.fs.enable_writeback_cache()
+        handles_killpriv = getattr(pyfuse3, "handles_killpriv_v2", lambda: False)()
+        log.info("writes: writeback cache %s; %s", "on" if self.enable_writeback_cache else "off",
+                 "no security.capability lookups" if handles_killpriv
+                 else "the kernel looks up security.capability before each write (stock pyfuse3)")
 
     async def _run(self, fn, *args):
         return await trio.to_thread.run_sync(fn, *args, limiter=self._limiter)
@@ -268,6 +290,12 @@ class LakeOperations(pyfuse3.Operations):
 
     @fuse_errors
     async def setattr(self, inode, attr, fields, fh, ctx):
+        if kernel_write_times(fields) and attr.st_mtime_ns is not None:
+            try:  # the writeback cache's times: of writes it sent, or repeated after an unlink or rename
+                return entry_attributes(self.fs.write_time(inode, attr.st_mtime_ns))
+            except WouldBlock:
+                pass
+
         def call():
             return self.fs.setattr(
                 inode,

@@ -57,6 +57,7 @@ class MountOptions:
     spin: float = DEFAULT_WINDOW_SECONDS  # seconds the loop keeps polling after a request (see spin.py)
     passthrough: bool = True  # let the kernel read local objects itself (lakefuse.fs.passthrough)
     passthrough_branches: bool = False  # ... of writable branches too
+    writeback_cache: bool = False  # the kernel caches writes (and then grants no passthrough)
 
 
 def kernel_options(options: MountOptions) -> set[str]:
@@ -107,7 +108,8 @@ def serve(fs: LakeFilesystem, mountpoint: str, options: MountOptions,
     tune_garbage_collector()
     spinner = RequestSpinner(options.spin)
     ops = LakeOperations(fs, worker_threads=options.worker_threads, spinner=spinner,
-                         passthrough=options.passthrough, passthrough_branches=options.passthrough_branches)
+                         passthrough=options.passthrough, passthrough_branches=options.passthrough_branches,
+                         writeback_cache=options.writeback_cache)
     try:
         pyfuse3.init(ops, mountpoint, kernel_options(options))
     except RuntimeError as exc:
