@@ -179,3 +179,37 @@ def test_random_mixes_of_queued_appends_writes_truncates_and_reads_match_a_model
         assert spool.size() == len(model)
     assert file_bytes(spool) == bytes(model)
     spool.close()
+
+
+def test_filling_from_a_sparse_file_keeps_its_holes(tmp_path):
+    source_path = tmp_path / "sparse.bin"
+    with open(source_path, "wb") as f:
+        f.write(b"head")
+        f.seek(64 * 1024 * 1024)
+        f.write(b"tail")
+    (tmp_path / "spools").mkdir()
+    spool = Spool(str(tmp_path / "spools"))
+    with open(source_path, "rb") as source:
+
+        class Reader:
+            fileno = source.fileno
+
+        spool.fill_from(Reader(), os.path.getsize(source_path))
+    assert spool.size() == 64 * 1024 * 1024 + 4
+    assert spool.read(0, 4) == b"head" and spool.read(64 * 1024 * 1024, 4) == b"tail"
+    assert spool.read(1024 * 1024, 8) == b"\0" * 8
+    assert os.stat(spool.path).st_blocks * 512 < 1024 * 1024  # the hole was not written out
+    spool.close()
+
+
+def test_an_adopted_file_takes_appends_and_is_kept_at_close(tmp_path):
+    path = tmp_path / "object"
+    path.write_bytes(b"staged" + b"left over by an interrupted append")
+    spool = Spool.adopt(str(path), 6)
+    assert spool.adopted and spool.base_size == 6 and spool.size() == 6
+    spool.write(6, b" more")
+    assert spool.read(0, 100) == b"staged more"
+    spool.close()
+    assert path.read_bytes() == b"staged more"
+    with pytest.raises(OSError):
+        Spool.adopt(str(path), 100)  # shorter than its entry says
