@@ -232,7 +232,8 @@ class Files(HandleOps):
 
         - where the passthrough grant asks for it;
         - for a write-only open that creates or truncates the file, if it is the file's only
-          handle (``cp``, ``>``: see ``writes_from_empty_only``);
+          handle (``cp``, ``>``: see ``writes_from_empty_only``), unless the kernel caches
+          writes (``writeback_cache``: its pages then gather small writes into big ones);
         - for a read-only open while the file is being written (a live spool), and for any
           open beside another direct-I/O handle.
 
@@ -247,7 +248,8 @@ class Files(HandleOps):
         elif grant.backing_id:
             direct_io = False
         else:
-            direct_io = of.direct_handles > 0 or (writes_from_empty and of.handles == 1 and not self.writeback_cache) or \
+            sole_writer_from_empty = writes_from_empty and of.handles == 1 and not self.writeback_cache
+            direct_io = of.direct_handles > 0 or sole_writer_from_empty or \
                 (not writable and of.spool is not None and not of.spool.sealed)
         handle = FileHandle(self, of, writable, of.entry, direct_io)
         handle.passthrough = grant.backing_id != 0
