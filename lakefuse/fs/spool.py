@@ -50,6 +50,9 @@ TAIL_BUFFER_LIMIT = 16 * 1024 * 1024
 DIRECT_ALIGN = 4096
 #: how many bytes the direct appender gathers before writing them
 DIRECT_STAGE = 4 * 1024 * 1024
+#: small appends queued for write-behind are gathered into pieces this big first: the writer
+#: thread wakes once per piece, not once per 4 KiB ``write(2)``
+GATHER_BYTES = 1024 * 1024
 
 
 def _libc_sync_file_range():
@@ -234,6 +237,8 @@ class Spool:
         self._cond = threading.Condition()
         self._queue: deque[tuple[int, bytes]] = deque()
         self._queued = 0
+        self._gather = bytearray()  # small appends not queued yet (at ``_gather_offset``)
+        self._gather_offset = 0
         self._writer: threading.Thread | None = None
         self._unsynced = False
         self._sync_wanted = False
@@ -265,26 +270,50 @@ class Spool:
         self._check_writable()
         with self._cond:
             self._check_failure()
-            while self._queued >= WRITE_BEHIND_LIMIT:
-                if not block:
-                    return False
-                self._cond.wait()
-                self._check_failure()
-            self._queue.append((offset, data))
-            self._queued += len(data)
+            gather = self._gather
+            piece = min(GATHER_BYTES, WRITE_BEHIND_LIMIT // 4)  # the queue's bound stays the bound
+            small = len(data) < piece
+            if small and (not gather or offset == self._gather_offset + len(gather)) \
+                    and len(gather) + len(data) < piece:
+                if not gather:
+                    self._gather_offset = offset
+                gather += data  # queued with the next piece (or at the next drain)
+            else:
+                while self._queued >= WRITE_BEHIND_LIMIT:
+                    if not block:
+                        return False
+                    self._cond.wait()
+                    self._check_failure()
+                self._queue_gathered()
+                if small:
+                    self._gather_offset = offset
+                    self._gather += data
+                else:
+                    self._queue_piece(offset, data)
             if offset + len(data) > self._size:
                 self._size = offset + len(data)
-            if self._writer is None:
-                self._writer = threading.Thread(target=self._write_queued, name="lakefuse-write-behind", daemon=True)
-                self._writer.start()
-            self._cond.notify_all()
         return True
+
+    def _queue_gathered(self) -> None:
+        """Queue the gathered small appends (under ``_cond``)."""
+        if self._gather:
+            gathered, self._gather = bytes(self._gather), bytearray()
+            self._queue_piece(self._gather_offset, gathered)
+
+    def _queue_piece(self, offset: int, data: bytes) -> None:
+        self._queue.append((offset, data))
+        self._queued += len(data)
+        if self._writer is None:
+            self._writer = threading.Thread(target=self._write_queued, name="lakefuse-write-behind", daemon=True)
+            self._writer.start()
+        self._cond.notify_all()
 
     def drain(self) -> None:
         """Wait until every queued byte is in the file; raise the error that failed it."""
-        if self._writer is None:
+        if self._writer is None and not self._gather:
             return
         with self._cond:
+            self._queue_gathered()
             self._sync_wanted = True
             self._cond.notify_all()
             while (self._queue or self._unsynced) and self._failure is None:
@@ -328,6 +357,7 @@ class Spool:
                     with self._cond:
                         self._failure = OSError(exc.errno, exc.strerror)  # not its frames: they hold buffers
                         self._queue.clear()
+                        self._gather = bytearray()
                         self._queued = 0
                         self._cond.notify_all()
                     return
@@ -399,6 +429,7 @@ class Spool:
             with self._cond:
                 self._stopping = True
                 self._queue.clear()  # the spool is going away: its queued bytes with it
+                self._gather = bytearray()
                 self._queued = 0
                 self._cond.notify_all()
             writer.join()

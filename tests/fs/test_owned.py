@@ -56,7 +56,10 @@ def object_files(namespace: str) -> dict[str, int]:
         for name in names:
             path = os.path.join(directory, name)
             if "/data/" in path:
-                out[path] = os.lstat(path).st_blocks * 512
+                try:
+                    out[path] = os.lstat(path).st_blocks * 512
+                except FileNotFoundError:
+                    pass  # reclaimed meanwhile
     return out
 
 

@@ -213,3 +213,18 @@ def test_an_adopted_file_takes_appends_and_is_kept_at_close(tmp_path):
     assert path.read_bytes() == b"staged more"
     with pytest.raises(OSError):
         Spool.adopt(str(path), 100)  # shorter than its entry says
+
+
+def test_small_appends_reach_the_writer_thread_in_big_pieces(tmp_path):
+    spool = Spool(str(tmp_path))
+    pieces = []
+    spool.listener = lambda offset, data: pieces.append((offset, len(data)))
+    expected = bytearray()
+    for _ in range(1000):
+        data = os.urandom(4096)
+        assert spool.write_behind(len(expected), data, block=False)
+        expected += data
+    assert spool.size() == len(expected)
+    assert spool.read(0, len(expected)) == bytes(expected)  # drains what is still gathered
+    assert len(pieces) <= 5 and sum(length for _, length in pieces) == len(expected)
+    spool.close()
