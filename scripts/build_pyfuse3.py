@@ -68,7 +68,8 @@ EDITS = [
      "        unsigned time_gran\n        uint32_t max_backing_stack_depth\n"),
     ("Include/fuse_common.pxd",
      "      FUSE_CAP_HANDLE_KILLPRIV\n",
-     "      FUSE_CAP_HANDLE_KILLPRIV\n      FUSE_CAP_HANDLE_KILLPRIV_V2\n      FUSE_CAP_PASSTHROUGH\n"),
+     "      FUSE_CAP_HANDLE_KILLPRIV\n      FUSE_CAP_HANDLE_KILLPRIV_V2\n      FUSE_CAP_PASSTHROUGH\n"
+     "      FUSE_CAP_DIRECT_IO_ALLOW_MMAP\n"),
     ("src/pyfuse3/handlers.pxi",
      "        conn.want |= FUSE_CAP_POSIX_ACL\n",
      "        conn.want |= FUSE_CAP_POSIX_ACL\n"
@@ -84,7 +85,9 @@ EDITS = [
      "    if (getattr(operations, 'enable_killpriv_v2', False) and\n"
      "        conn.capable & FUSE_CAP_HANDLE_KILLPRIV_V2):\n"
      "        conn.want |= FUSE_CAP_HANDLE_KILLPRIV_V2\n"
-     "        killpriv_v2_granted = True\n"),
+     "        killpriv_v2_granted = True\n"
+     "    if conn.capable & FUSE_CAP_DIRECT_IO_ALLOW_MMAP:\n"
+     "        conn.want |= FUSE_CAP_DIRECT_IO_ALLOW_MMAP\n"),
     ("src/pyfuse3/__init__.pyx",
      "cdef int session_fd\n",
      "cdef int session_fd\ncdef bint passthrough_granted = False\ncdef bint killpriv_v2_granted = False\n"),

@@ -232,24 +232,25 @@ class Files(HandleOps):
 
         - where the passthrough grant asks for it;
         - for a write-only open that creates or truncates the file, if it is the file's only
-          handle (``cp``, ``>``: see ``writes_from_empty_only``), unless the kernel caches
-          writes (``writeback_cache``: its pages then gather small writes into big ones);
+          handle (``cp``, ``>``: see ``writes_from_empty_only``);
         - for a read-only open while the file is being written (a live spool), and for any
           open beside another direct-I/O handle.
 
-        The last rule keeps readers off the kernel's page cache while the file changes under
-        them.  A read answered short because a rewrite just truncated the file is zero-filled
+        None of these when the kernel caches writes (``writeback_cache``): its pages gather
+        small writes into big ones and hold the newest bytes.  The last rule keeps readers off
+        the kernel's page cache while the file changes under them.  A read answered short because a rewrite just truncated the file is zero-filled
         by the kernel, and when the kernel's idea of the size is stale at that moment the
         reader gets those zeros (4 readers beside a rewriter did, about every other run).
         Handles opened before the writes began keep the page cache; the writer then writes
         through it (it is not alone), so the pages those readers see hold what it wrote."""
         if grant.direct_io:
             direct_io = True
-        elif grant.backing_id:
+        elif grant.backing_id or self.writeback_cache:
+            # with the writeback cache the kernel's pages are the file's newest bytes: a direct
+            # read would miss writes still in them (a reader saw EOF in a hole a writer had made)
             direct_io = False
         else:
-            sole_writer_from_empty = writes_from_empty and of.handles == 1 and not self.writeback_cache
-            direct_io = of.direct_handles > 0 or sole_writer_from_empty or \
+            direct_io = of.direct_handles > 0 or (writes_from_empty and of.handles == 1) or \
                 (not writable and of.spool is not None and not of.spool.sealed)
         handle = FileHandle(self, of, writable, of.entry, direct_io)
         handle.passthrough = grant.backing_id != 0
