@@ -321,8 +321,10 @@ class Files(HandleOps):
             raise OSError(errno.EBADF, "file not open for writing")
         of = h.open_file
         with of.lock:
-            self._uploader.ensure_spool(of, at=offset)
-            return self._write_spool(of, h, offset, data)
+            at, rest = self._uploader.spool_for_write(of, offset, data)
+            if rest:
+                self._write_spool(of, h, at, rest)
+            return len(data)
 
     def _write_spool(self, of: OpenFile, h: FileHandle, offset: int, data: bytes) -> int:
         """Write into the live spool of ``of`` (under ``of.lock``)."""

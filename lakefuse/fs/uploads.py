@@ -47,6 +47,9 @@ INLINE_UPLOAD_BYTES = 256 * 1024
 #: a file at least this big is appended to in place when it may be (smaller ones are copied:
 #: cheaper than the database read that decides)
 ADOPT_MIN_BYTES = 256 * 1024
+#: the most bytes below the end of an appended-in-place file compared with a write's
+#: (``spool_for_write``: the writeback cache's whole pages)
+REPEAT_CHECK_BYTES = 1024 * 1024
 
 
 class Uploader:
@@ -101,6 +104,25 @@ class Uploader:
                 os.ftruncate(sealed.fd, sealed.base_size)
                 of.owned = None
             sealed.close()
+
+    def spool_for_write(self, of: OpenFile, offset: int, data: bytes) -> tuple[int, bytes]:
+        """``ensure_spool`` for writing ``data`` at ``offset`` (under ``of.lock``); the part of
+        the write still to make.  The kernel's writeback cache writes whole pages: an append
+        comes as a write that starts in the last page of the file, repeating bytes the object
+        already holds.  Those repeated bytes are skipped, so the write is still an append in
+        place; a write that changes bytes below the staged size copies the file first."""
+        spool = of.spool
+        if spool is None or spool.sealed:
+            entry = of.entry
+            reaches_past_end = entry is not None and offset < entry.size < offset + len(data)
+            self.ensure_spool(of, at=entry.size if reaches_past_end else offset)
+            spool = of.spool
+        if spool.adopted and offset < spool.base_size:
+            overlap = min(len(data), spool.base_size - offset)
+            if overlap <= REPEAT_CHECK_BYTES and spool.read(offset, overlap) == data[:overlap]:
+                return offset + overlap, data[overlap:]
+            self.ensure_spool(of, at=offset)  # a real change below the end: copied first
+        return offset, data
 
     def _adopt(self, of: OpenFile, at: int) -> bool:
         """Make the object's own file the spool of ``of`` for an append (see ensure_spool)."""

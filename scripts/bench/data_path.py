@@ -3,6 +3,7 @@ one-line appends to a big file (`>>`), a 4 KiB write into a big sparse file, and
 file followed by `rm`, each with the storage it leaves behind.
 
     python scripts/bench/data_path.py [--runs 3] [--dd-mib 256] [--big-mib 500] [--sparse-mib 1024]
+        [--mount-arg=--writeback-cache ...]
 
 Times are medians of ``--runs``; storage is what the repository's storage namespace allocates
 (``st_blocks``, so holes count for nothing) after the workload minus before, measured after the
@@ -66,17 +67,22 @@ def appends(path: Path, count: int = 5) -> list[float]:
 
 
 def sparse_write(path: Path, mib: int) -> float:
-    """Seconds to write 4 KiB into the middle of an existing sparse file of ``mib`` MiB."""
-    with open(path, "wb") as f:
-        f.write(b"head")
-        f.truncate(mib * MiB)
+    """Seconds to write 4 KiB into the middle of an existing sparse file of ``mib`` MiB and
+    close it (fsync first: local allocation is delayed until writeback)."""
     started = time.perf_counter()
     fd = os.open(path, os.O_WRONLY)
     try:
         os.pwrite(fd, b"x" * 4096, mib * MiB // 2)
+        os.fsync(fd)
     finally:
         os.close(fd)
     return time.perf_counter() - started
+
+
+def make_sparse(path: Path, mib: int) -> None:
+    with open(path, "wb") as f:
+        f.write(b"head")
+        f.truncate(mib * MiB)
 
 
 def rewrites(path: Path, count: int = 50) -> float:
@@ -105,13 +111,16 @@ def main() -> None:
     parser.add_argument("--sparse-mib", type=int, default=1024)
     parser.add_argument("--settle", type=float, default=5.0, help="seconds to wait before measuring storage")
     parser.add_argument("--workdir", default=None)
+    parser.add_argument("--mount-arg", action="append", default=[],
+                        help="an option of `lakefuse mount` (repeatable), e.g. --mount-arg=--writeback-cache")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="lakefuse-bench-", dir=args.workdir))
     home = LakeHome(workdir)
     namespace = home.create_repository("bench")
     local = workdir / "local"
     local.mkdir()
-    with lakefuse_mount(home, workdir / "mnt") as mnt:
+    with lakefuse_mount(home, workdir / "mnt", args=tuple(args.mount_arg)) as mnt:
+        print("lakefuse mount options:", " ".join(args.mount_arg) or "(defaults)")
         branch = mnt / "bench/main"
 
         print(f"dd bs=4k {args.dd_mib} MiB + fsync (MB/s, median of {args.runs}):")
@@ -144,12 +153,11 @@ def main() -> None:
               f"   storage +{grown / MiB:.1f} MiB")
 
         print(f"\n4 KiB written into the middle of a {args.sparse_mib} MiB sparse file:")
+        make_sparse(local / "sparse.bin", args.sparse_mib)
         seconds = sparse_write(local / "sparse.bin", args.sparse_mib)
-        print(f"  {'local':34} {seconds * 1000:8.1f} ms   allocated {allocated(local / 'sparse.bin') // 1024} KiB")
+        print(f"  {'local':34} {seconds * 1000:8.1f} ms   allocated {os.stat(local / 'sparse.bin').st_blocks // 2} KiB")
         target = branch / "sparse.bin"
-        with open(target, "wb") as f:
-            f.write(b"head")
-            f.truncate(args.sparse_mib * MiB)
+        make_sparse(target, args.sparse_mib)
         time.sleep(args.settle)
         seconds, grown = with_storage(namespace, args.settle, lambda: sparse_write(target, args.sparse_mib))
         print(f"  {'lakefuse branch':34} {seconds * 1000:8.1f} ms   storage +{grown / 1024:.0f} KiB")

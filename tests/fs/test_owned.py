@@ -210,3 +210,25 @@ def test_sparse_files_stay_sparse_when_rewritten_in_the_middle(app, fs, drive, n
     assert drive.stat("sales/main/sparse.bin").size == size
     data = app.catalog.read_range("sales", "main", "sparse.bin", size // 2 - 2, 8)
     assert data == b"\0\0xxxxxx"
+
+
+def test_a_whole_page_written_back_over_the_end_is_still_an_append_in_place(app, fs, drive):
+    body = os.urandom(MiB + 1000)  # the last page holds 1000 bytes of the file
+    write(drive, "sales/main/paged.bin", body)
+    before = app.catalog.stat("sales", "main", "paged.bin")
+    page_start = MiB  # what the kernel's writeback cache sends: the whole last page, appended to
+    result = fs.open(drive.ino("sales/main/paged.bin"), os.O_WRONLY)
+    fs.write(result.fh, page_start, body[page_start:] + b"appended\n")
+    fs.flush(result.fh)
+    fs.release(result.fh)
+    after = app.catalog.stat("sales", "main", "paged.bin")
+    assert after.physical_address == before.physical_address
+    assert app.catalog.read_object("sales", "main", "paged.bin") == body + b"appended\n"
+    # a page that changes a byte below the end is a real change: copied, the old object kept as staged
+    result = fs.open(drive.ino("sales/main/paged.bin"), os.O_WRONLY)
+    fs.write(result.fh, page_start, b"X" + body[page_start + 1:] + b"appended\nmore\n")
+    fs.release(result.fh)
+    fs.state.stager.flush_all()
+    assert app.catalog.stat("sales", "main", "paged.bin").physical_address != before.physical_address
+    expected = body[:page_start] + b"X" + body[page_start + 1:] + b"appended\nmore\n"
+    assert app.catalog.read_object("sales", "main", "paged.bin") == expected

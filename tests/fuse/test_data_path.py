@@ -130,3 +130,21 @@ def test_a_writeback_cache_mount_writes_small_pieces_and_keeps_every_byte(writeb
         f.write("appended\n")
     assert (branch / "moved.txt").read_text() == "file 3\nappended\n"
     assert os.stat(branch / "moved.txt").st_mtime > 1_500_000_000
+
+
+def test_appends_through_the_writeback_cache_stay_in_place(writeback_lake, lake_home, namespace):
+    lake_home.catalog.create_branch("sales", "writeback-appends", "main")
+    branch = writeback_lake / "sales/writeback-appends"
+    body = os.urandom(4 * MiB + 100)  # a partial last page: the kernel writes it back whole
+    (branch / "app.log").write_bytes(body)
+    os.sync()
+    before = allocated(namespace)
+    for i in range(5):
+        subprocess.run(["sh", "-c", f'echo "line {i}" >> "$0"', str(branch / "app.log")], check=True, timeout=60)
+    expected = body + b"".join(b"line %d\n" % i for i in range(5))
+    assert (branch / "app.log").read_bytes() == expected
+    with open(branch / "app.log", "rb") as f:
+        os.fsync(f.fileno())
+    assert lake_home.catalog.read_object("sales", "writeback-appends", "app.log") == expected
+    os.sync()
+    assert allocated(namespace) - before < MiB
