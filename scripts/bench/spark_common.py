@@ -21,11 +21,11 @@ def make_app(workdir: str):
     return App.from_config(config)
 
 
-def start_spark(master: str):
+def start_spark(master: str, conf: dict[str, str] | None = None):
     from lakefuse.spark.session import spark_session
 
     started = time.perf_counter()
-    session = spark_session(master, app_name="lakefuse-bench", conf={"spark.sql.shuffle.partitions": "8"})
+    session = spark_session(master, app_name="lakefuse-bench", conf={"spark.sql.shuffle.partitions": "8", **(conf or {})})
     print(f"spark {master} started in {time.perf_counter() - started:.1f} s (not timed below)")
     return session
 

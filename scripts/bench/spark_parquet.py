@@ -4,7 +4,7 @@ reads each back, side by side in one run on the same disk.
 
     python scripts/bench/spark_parquet.py [--rows 6000000] [--files 8] [--runs 3]
         [--master local[2]] [--workdir /var/tmp] [--timeout 1800] [--keep] [--quick]
-        [--profile FILE.raw] [--mount-arg=--writeback-cache ...]
+        [--profile FILE.raw] [--mount-arg=--writeback-cache ...] [--conf KEY=VALUE ...]
 
 The job: ``spark.range(rows)`` with three derived columns (``l`` a long, ``d`` a double, ``s``
 a short string), ``repartition(files)``, ``write.mode("overwrite").parquet(file://<dir>/out)``:
@@ -219,6 +219,9 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="100,000 rows, one run: a check that it works")
     parser.add_argument("--profile", type=Path, default=None,
                         help="after the runs, profile one more lakefuse write with py-spy; raw stacks here")
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="a Spark setting for both systems (repeatable), e.g. "
+                             "--conf spark.hadoop.io.file.buffer.size=1048576")
     parser.add_argument("--mount-arg", action="append", default=[],
                         help="an option of `lakefuse mount` (repeatable), e.g. --mount-arg=--writeback-cache")
     args = parser.parse_args()
@@ -229,7 +232,8 @@ def main() -> None:
 
     workdir = Path(tempfile.mkdtemp(prefix="lakefuse-bench-parquet-", dir=args.workdir))
     try:
-        bench(workdir, rows, args.files, runs, args.master, args.timeout, args.profile, tuple(args.mount_arg))
+        conf = dict(item.split("=", 1) for item in args.conf)
+        bench(workdir, rows, args.files, runs, args.master, args.timeout, args.profile, tuple(args.mount_arg), conf)
     finally:
         for mnt in workdir.glob("mnt-*"):
             unmount(mnt)
@@ -240,14 +244,14 @@ def main() -> None:
 
 
 def bench(workdir: Path, rows: int, files: int, runs: int, master: str, timeout: float,
-          profile: Path | None, mount_args: tuple[str, ...] = ()) -> None:
+          profile: Path | None, mount_args: tuple[str, ...] = (), conf: dict[str, str] | None = None) -> None:
     started = time.monotonic()
     home = LakeHome(workdir)
     spark = None
     cold_ok = True
     try:
         home.create_repository(REPO)
-        spark = start_spark(master)
+        spark = start_spark(master, conf)
         on_timeout = spark.sparkContext.cancelAllJobs
 
         def job(fn, what: str):
