@@ -72,6 +72,36 @@ def test_what_fsync_and_close_returned_for_survives_kill_9_of_the_daemon(home, t
     assert home.catalog.read_object("crash", commit.id, "synced.bin") == payload
 
 
+def test_appends_in_place_survive_kill_9_as_fsynced_or_as_staged_before(home, tmp_path):
+    """A big file the mount wrote is appended to in its object's own file (lakefuse.fs.owned):
+    an fsynced append survives the daemon's kill; one not fsynced may be lost, but the file
+    then reads as staged before, never with stray bytes."""
+    body = os.urandom(2 * 1024 * 1024)
+    mount = MountedLake(home, tmp_path / "mnt").start()
+    try:
+        log = mount / "crash/main/app.log"
+        log.write_bytes(body)
+        with open(log, "ab") as f:
+            f.write(b"fsynced line\n")
+            f.flush()
+            os.fsync(f.fileno())
+        unsynced = os.open(log, os.O_WRONLY | os.O_APPEND)
+        os.write(unsynced, b"a line never fsynced or closed\n")
+        _kill_mount(mount)
+        with pytest.raises(OSError):
+            os.close(unsynced)
+    finally:
+        mount.stop()
+
+    expected = body + b"fsynced line\n"
+    assert home.catalog.read_object("crash", "main", "app.log") == expected  # bytes past the entry ignored
+    commit = home.catalog.commit("crash", "main", "after the crash", "tests")
+    assert home.catalog.read_object("crash", commit.id, "app.log") == expected
+    with mounted(home, tmp_path / "mnt2") as again:  # the commit's file is read by the kernel where it can
+        for ref in ("main", commit.id):
+            assert (again / "crash" / ref / "app.log").read_bytes() == expected
+
+
 STAGED = 3000
 #: when the committing process is killed (s after it starts): before, during and after its work
 KILL_AFTER = (0.3, 0.6, 0.8, 1.0, 1.2, 1.5, 2.0, 3.0)
