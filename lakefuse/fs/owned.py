@@ -63,6 +63,7 @@ class Owned:
     size: int
     checksum: str
     hasher: ContentHasher | None = None
+    stored_at: float = 0.0  # time.monotonic() when recorded: the oldest record has the oldest cursor
 
 
 class OwnedObjects:
@@ -85,7 +86,7 @@ class OwnedObjects:
         cursor taken before (None: no feed, the object is never the mount's own)."""
         if cursor is None or tree.change_feed is None:
             return
-        owned = Owned(tree.repo, tree.branch, path, cursor, entry.size, entry.checksum)
+        owned = Owned(tree.repo, tree.branch, path, cursor, entry.size, entry.checksum, stored_at=time.monotonic())
         with self._lock:
             self._keep_hash_state(owned, hasher)
             self._objects[entry.physical_address] = owned
@@ -186,28 +187,36 @@ class OwnedObjects:
             self._reclaim([(tree, entry) for _, tree, entry in batch])
 
     def _reclaim(self, batch: list[tuple[Tree, Entry]]) -> None:
-        trees = {id(tree): tree for tree, _ in batch}
-        flushed = set()
-        for key, tree in trees.items():
-            try:
-                self._stager.flush(tree)  # the staged superseding change, before the object goes
-                flushed.add(key)
-            except Exception as exc:  # noqa: BLE001 - not staged: keep the objects (gc takes them)
-                log.debug("reclaiming in %s/%s skipped: %s", tree.repo, tree.branch, exc)
+        """Delete the objects of ``batch`` that are still the mount's own: per branch, one
+        flush of the stager (the superseding changes staged first) and one change-feed read
+        from the oldest of their cursors (nothing since then: nothing since any of them)."""
+        by_tree: dict[int, tuple[Tree, list[tuple[Entry, Owned]]]] = {}
         for tree, entry in batch:
             owned = self._own_any_path(entry)
-            if id(tree) not in flushed or owned is None or not self._unchanged(tree, owned):
-                continue
+            if owned is not None:
+                by_tree.setdefault(id(tree), (tree, []))[1].append((entry, owned))
+        for tree, items in by_tree.values():
             try:
-                self._delete_data(tree.repo, entry)
-            except Exception as exc:  # noqa: BLE001 - left for gc
-                log.warning("deleting the superseded object %s of %s/%s: %s", entry.physical_address,
-                            tree.repo, tree.branch, exc)
+                self._stager.flush(tree)
+            except Exception as exc:  # noqa: BLE001 - not staged: keep the objects (gc takes them)
+                log.debug("reclaiming in %s/%s skipped: %s", tree.repo, tree.branch, exc)
                 continue
-            with self._lock:
-                if self._objects.pop(entry.physical_address, None) is not None:
-                    self._hash_states -= owned.hasher is not None
-            log.debug("deleted the superseded object %s (%d bytes)", entry.physical_address, entry.size)
+            if not self._unchanged(tree, min((owned for _, owned in items), key=lambda owned: owned.stored_at)):
+                continue
+            for entry, owned in items:
+                self._delete(tree, entry, owned)
+
+    def _delete(self, tree: Tree, entry: Entry, owned: Owned) -> None:
+        try:
+            self._delete_data(tree.repo, entry)
+        except Exception as exc:  # noqa: BLE001 - left for gc
+            log.warning("deleting the superseded object %s of %s/%s: %s", entry.physical_address,
+                        tree.repo, tree.branch, exc)
+            return
+        with self._lock:
+            if self._objects.pop(entry.physical_address, None) is not None:
+                self._hash_states -= owned.hasher is not None
+        log.debug("deleted the superseded object %s (%d bytes)", entry.physical_address, entry.size)
 
     def _own_any_path(self, entry: Entry) -> Owned | None:
         with self._lock:
