@@ -157,9 +157,10 @@ class Namespace:
         else:
             if new_stat is not None and new_stat.is_dir:
                 raise OSError(errno.EISDIR, new_path)
-            self._rename_file(tree, keep_parent, old_path, new_path)
+            self._rename_file(tree, keep_parent, old_path, new_path, new_stat.entry if new_stat is not None else None)
 
-    def _rename_file(self, tree: Tree, old_parent_path: str | None, old_path: str, new_path: str) -> None:
+    def _rename_file(self, tree: Tree, old_parent_path: str | None, old_path: str, new_path: str,
+                     replaced: Entry | None) -> None:
         node = self._inodes.find(tree, old_path)
         of = node.open_file if node is not None else None
         with of.lock if of is not None else contextlib.nullcontext():
@@ -171,6 +172,10 @@ class Namespace:
             if old_parent_path is not None:
                 self._keep_parent(tree, old_parent_path, gone=[old_path])
             self._stager.stage_now(tree, [(new_path, stat.entry), (old_path, None)], deleted_exist=True)
+            self._owned.moved(tree, old_path, new_path, stat.entry)
+            target = self._inodes.find(tree, new_path)
+            if replaced is not None and (target is None or target.open_file is None):
+                self._owned.superseded(tree, new_path, replaced)  # the file renamed over
             tree.remember(old_path, None)
             tree.remember(new_path, stat)
             if node is not None:
@@ -199,6 +204,8 @@ class Namespace:
         if old_parent_path is not None:
             self._keep_parent(tree, old_parent_path, gone=[old_prefix])
         self._stager.stage_now(tree, items, deleted_exist=True)  # listed just now
+        for item in moved:
+            self._owned.moved(tree, item.key, new_prefix + item.key[len(old_prefix):], item.entry)
         tree.forget_all()
         # inodes below (and of) the directory now stand for the new paths
         with self._table.lock:

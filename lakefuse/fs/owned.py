@@ -128,6 +128,12 @@ class OwnedObjects:
         owned.cursor = cursor  # still the mount's own up to now
         return True
 
+    def moved(self, tree: Tree, old_path: str, new_path: str, entry: Entry | None) -> None:
+        """A rename staged ``entry`` at ``new_path`` instead of ``old_path``."""
+        owned = self._own(tree, old_path, entry) if entry is not None else None
+        if owned is not None:
+            owned.path = new_path
+
     # ------------------------------------------------------------------ appends in place
 
     def adoptable(self, tree: Tree, path: str, entry: Entry) -> Owned | None:

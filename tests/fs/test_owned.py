@@ -232,3 +232,23 @@ def test_a_whole_page_written_back_over_the_end_is_still_an_append_in_place(app,
     assert app.catalog.stat("sales", "main", "paged.bin").physical_address != before.physical_address
     expected = body[:page_start] + b"X" + body[page_start + 1:] + b"appended\nmore\n"
     assert app.catalog.read_object("sales", "main", "paged.bin") == expected
+
+
+def test_renamed_files_stay_the_mounts_own_and_a_file_renamed_over_is_reclaimed(app, fs, drive, namespace):
+    drive.mkdir("sales/main/_temporary")
+    drive.mkdir("sales/main/dir")
+    before = sum(object_files(namespace).values())  # bytes: empty directory markers may come and go
+    body = os.urandom(MiB)
+    write(drive, "sales/main/_temporary/part-0.bin", body)
+    write(drive, "sales/main/part-0.bin", b"an older output")
+    older = os.path.join(namespace, app.catalog.stat("sales", "main", "part-0.bin").physical_address)
+    drive.rename("sales/main/_temporary/part-0.bin", "sales/main/part-0.bin")  # over the older one
+    moved = app.catalog.stat("sales", "main", "part-0.bin")
+    append(drive, "sales/main/part-0.bin", b"appended after the rename\n")
+    assert app.catalog.stat("sales", "main", "part-0.bin").physical_address == moved.physical_address
+    wait_for(lambda: not os.path.exists(older), "the file renamed over was not reclaimed")
+    write(drive, "sales/main/dir/inner.bin", body)
+    drive.rename("sales/main/dir", "sales/main/moved-dir")
+    drive.unlink("sales/main/moved-dir/inner.bin")
+    drive.unlink("sales/main/part-0.bin")
+    wait_for(lambda: sum(object_files(namespace).values()) == before, "objects of renamed files were not reclaimed")
