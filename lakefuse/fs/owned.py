@@ -13,9 +13,9 @@ made right before acting:
   committed appends to the object's own file (``Spool.adopt``), and its checksum is extended
   from the hash state kept for it (``checksum_after_appends``): an append costs the bytes
   appended, not the file.  A write below the staged size, or a truncate, copies the file first.
-- **Reclaiming** (``superseded``): the object of a file rewritten or unlinked while no other
-  handle held it is deleted from storage ``RECLAIM_DELAY`` seconds later, once the change that
-  superseded it is staged.
+- **Reclaiming** (``superseded``): the object of a file rewritten, unlinked or renamed over
+  while no other handle held it is deleted from storage ``RECLAIM_DELAY`` seconds later, once
+  the change that superseded it is staged.  A renamed file stays the mount's own (``moved``).
 
 Never touched: objects of a commit (the commit moved the head), objects another writer may have
 seen (its changes show in the feed), objects stored before the mount started or by another
