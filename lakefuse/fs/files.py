@@ -60,8 +60,8 @@ class Files(HandleOps):
         self._opened_repos: set[str] = set()  # opened once on a worker thread: see open(blocking=False)
         self.passthrough: Passthrough | None = None
         self._passthrough_branches = False
-        #: the kernel caches writes (``LakeFilesystem.enable_writeback_cache``): no direct I/O
-        #: for writers, or each small write would be a request again
+        #: the kernel caches writes (``LakeFilesystem.enable_writeback_cache``): no handle gets
+        #: direct I/O (see ``_new_file_handle``)
         self.writeback_cache = False
 
     # ------------------------------------------------------------------ passthrough
@@ -238,9 +238,10 @@ class Files(HandleOps):
 
         None of these when the kernel caches writes (``writeback_cache``): its pages gather
         small writes into big ones and hold the newest bytes.  The last rule keeps readers off
-        the kernel's page cache while the file changes under them.  A read answered short because a rewrite just truncated the file is zero-filled
-        by the kernel, and when the kernel's idea of the size is stale at that moment the
-        reader gets those zeros (4 readers beside a rewriter did, about every other run).
+        the kernel's page cache while the file changes under them.  A read answered short
+        because a rewrite just truncated the file is zero-filled by the kernel, and when the
+        kernel's idea of the size is stale at that moment the reader gets those zeros (4
+        readers beside a rewriter did, about every other run).
         Handles opened before the writes began keep the page cache; the writer then writes
         through it (it is not alone), so the pages those readers see hold what it wrote."""
         if grant.direct_io:

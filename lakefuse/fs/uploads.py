@@ -21,8 +21,8 @@ from storage soon after (``upload``).
 from __future__ import annotations
 
 import dataclasses
-import os
 import logging
+import os
 import time
 
 from lakefuse.checksums import ContentHasher
