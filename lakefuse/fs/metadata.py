@@ -106,9 +106,11 @@ class Metadata:
                 entry, metadata=metadata,
                 mtime=entry.mtime if mtime_ns is None else mtime_ns // 1_000_000_000,
                 content_type=entry.content_type if content_type is None else content_type)
-            self._stager.stage_now(tree, [(node.path, new)])
+            # staged with the stager's next batch, like a closed file (tar and git set the times
+            # of every file they write: one transaction per batch, not per file)
+            self._stager.put(tree, node.path, new)
             node.stat = PathStat(False, new)
-            node.expires = tree.remember(node.path, node.stat)
+            node.expires = tree.remember(node.path, node.stat, pending=True)
             if of is not None:
                 of.take_entry(new)
 

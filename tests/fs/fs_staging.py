@@ -28,3 +28,15 @@ def staged_away(backend, repo: str, ref: str, path: str) -> bool:
             return False
         time.sleep(0.01)
     return True
+
+
+def staged_entry_where(backend, repo: str, ref: str, path: str, condition):
+    """The entry at ``path`` once ``condition(entry)`` holds for what the backend has (a change
+    of metadata is staged with the next batch too), polled for at most ``STAGED_WITHIN`` s;
+    the last entry seen otherwise."""
+    deadline = time.monotonic() + STAGED_WITHIN
+    while True:
+        entry = backend.get_entry(repo, backend.resolve_ref(repo, ref), path)
+        if (entry is not None and condition(entry)) or time.monotonic() > deadline:
+            return entry
+        time.sleep(0.01)

@@ -14,7 +14,7 @@ import pytest
 from lakefuse.errors import LakefuseError
 from lakefuse.fs.filesystem import MODE_KEY, MTIME_NS_KEY, LakeFilesystem, WouldBlock
 from lakefuse.fs.memory import MemoryBackend
-from fs_staging import staged_away, staged_entry
+from fs_staging import staged_away, staged_entry, staged_entry_where
 
 
 ERRORS = (OSError, LakefuseError)
@@ -418,7 +418,7 @@ def test_rename_of_an_open_written_file_uploads_it_first(fs, drive, backend):
 def test_chmod_and_utime_are_stored_in_user_metadata(fs, drive, backend):
     ino = drive.ino("sales/main/top.csv")
     fs.setattr(ino, mode=0o600, mtime_ns=1_600_000_000_123_456_789)
-    entry = backend.get_entry("sales", backend.resolve_ref("sales", "main"), "top.csv")
+    entry = staged_entry_where(backend, "sales", "main", "top.csv", lambda entry: MODE_KEY in entry.metadata)
     assert entry.metadata[MODE_KEY] == "600" and entry.mtime == 1_600_000_000
     assert entry.metadata[MTIME_NS_KEY] == "1600000000123456789"
     attrs = fs.getattr(ino)
@@ -451,7 +451,7 @@ def test_xattrs_are_user_metadata_and_object_properties(fs, drive, backend):
     ino = drive.ino("sales/main/top.csv")
     fs.setxattr(ino, "user.owner", b"ana")
     assert fs.getxattr(ino, "user.owner") == b"ana"
-    entry = backend.get_entry("sales", backend.resolve_ref("sales", "main"), "top.csv")
+    entry = staged_entry_where(backend, "sales", "main", "top.csv", lambda entry: "owner" in entry.metadata)
     assert entry.metadata["owner"] == "ana"
     assert fs.getxattr(ino, "lakefuse.checksum") == entry.checksum.encode()
     assert fs.getxattr(ino, "lakefuse.physical_address") == entry.physical_address.encode()
