@@ -103,7 +103,7 @@ class NodeAttributes:
             entry = node.stat.entry if node.stat is not None else None
             spool = of.spool if of is not None else None
             if spool is not None:
-                size, mtime_ns = spool.size(), of.mtime_ns
+                size, mtime_ns = spool.size(), of.current_mtime_ns()
                 mode = entry_mode(of.entry, DEFAULT_FILE_MODE) if MODE_KEY not in of.metadata else \
                     int(of.metadata[MODE_KEY], 8)
             elif entry is not None:

@@ -71,16 +71,23 @@ class Files(HandleOps):
         the adapter calls this once the kernel granted FUSE passthrough.  Only in trees nothing
         writes through this mount (commits, tags, a read-only mount) unless ``branches``: a
         handle the kernel serves keeps reading the bytes it opened, so on a writable branch it
-        would not see writes made through other handles after it opened (``tail -f``)."""
+        would not see writes made through other handles after it opened (``tail -f``).  On
+        branches the kernel also writes files created or truncated into their spools
+        (``_grant_kernel_writes``)."""
         if self._local_file is not None:
             self.passthrough = Passthrough(backings)
             self._passthrough_branches = branches
 
-    def _grant_passthrough(self, of: OpenFile, readable_object: bool) -> Grant:
+    def _grant_passthrough(self, of: OpenFile, readable_object: bool, writes_from_empty: bool = False) -> Grant:
         """Passthrough for a new handle of ``of`` (under ``of.lock``, its count taken);
-        ``readable_object``: the handle only reads ``of.entry``, unmodified."""
+        ``readable_object``: the handle only reads ``of.entry``, unmodified;
+        ``writes_from_empty``: it writes a file it created or truncated (``writes_from_empty_only``)."""
         if self.passthrough is None:
             return NO_GRANT
+        if writes_from_empty:
+            grant = self._grant_kernel_writes(of)
+            if grant.backing_id:
+                return grant
         local_file = None
         # on a writable branch a handle the kernel serves would miss later writes through the mount
         tree_allows = not of.node.tree.writable or self._passthrough_branches
@@ -93,6 +100,22 @@ class Files(HandleOps):
                 log.debug("no passthrough for %s: %s", of.node.path, exc)
                 local_file = None
         return self.passthrough.open(of.passthrough, local_file, alone=of.handles == 1)
+
+    def _grant_kernel_writes(self, of: OpenFile) -> Grant:
+        """The kernel writes into the spool itself (``Passthrough.open_for_writes``) when this
+        is the file's only handle, on a branch whose storage is known to be on this machine
+        (the spool is then moved there at the end), and the kernel does not cache writes."""
+        spool = of.spool
+        if (of.handles != 1 or self.writeback_cache or spool is None or spool.sealed or spool.adopted
+                or not self._uploader.known_local(of.node.tree.repo)):
+            return NO_GRANT
+        grant = self.passthrough.open_for_writes(of.passthrough, spool.path)
+        if grant.backing_id:
+            self._uploader.stop_tail(of)
+            spool.kernel_writes = True
+            of.seq_end = None  # the mount does not see the writes: no tail can follow them
+            of.kernel_signature = None
+        return grant
 
     # ------------------------------------------------------------------ open files
 
@@ -173,13 +196,15 @@ class Files(HandleOps):
                 of.take_entry(current)  # the object changed since the other handles opened it
             if truncate and writable:
                 self._truncate_new(of, created)
-            grant = self._grant_passthrough(of, readable_object=not writable and not truncate)
+            from_empty = writable and writes_from_empty_only(flags, truncate)
+            grant = self._grant_passthrough(of, readable_object=not writable and not truncate,
+                                            writes_from_empty=from_empty)
             keep_cache = False
             if not writable and of.spool is None and of.entry is not None and not grant.backing_id:
                 identity = (of.entry.physical_address, of.entry.checksum)
                 keep_cache = not node.tree.is_branch or node.cache_id == identity
                 node.cache_id = identity
-            handle = self._new_file_handle(of, writable, grant, writes_from_empty_only(flags, truncate))
+            handle = self._new_file_handle(of, writable, grant, from_empty)
         if node.tree.repo not in self._opened_repos:
             self._uploader.local_storage(node.tree.repo)  # ask once, here (see read_nowait)
             self._opened_repos.add(node.tree.repo)
@@ -191,6 +216,11 @@ class Files(HandleOps):
         tree = self._inodes.writable_tree(parent)
         if parent.kind is not NodeKind.DIR:
             raise OSError(errno.ENOTDIR, "not a directory")
+        if tree.repo not in self._opened_repos:
+            if not blocking:
+                raise WouldBlock  # asking where its storage is may open it
+            self._uploader.local_storage(tree.repo)  # whether the kernel may write the spool
+            self._opened_repos.add(tree.repo)
         name = check_name(decode_name(name))
         refuse_control_dir_name(parent, name, errno.EEXIST)
         path = join(parent.path, name)
@@ -207,9 +237,10 @@ class Files(HandleOps):
                 self._truncate_new(of, created)
             if stat is None:
                 of.metadata.update(mode_metadata(mode, DEFAULT_FILE_MODE))
-            grant = self._grant_passthrough(of, readable_object=False)
             writable = (flags & os.O_ACCMODE) in (os.O_WRONLY, os.O_RDWR)
-            handle = self._new_file_handle(of, writable, grant, writes_from_empty_only(flags, truncated))
+            from_empty = writable and writes_from_empty_only(flags, truncated)
+            grant = self._grant_passthrough(of, readable_object=False, writes_from_empty=from_empty)
+            handle = self._new_file_handle(of, writable, grant, from_empty)
         if stat is None:
             self._state.unstaged.add(node)
         self._table.add_lookup(node)
@@ -255,6 +286,10 @@ class Files(HandleOps):
                 (not writable and of.spool is not None and not of.spool.sealed)
         handle = FileHandle(self, of, writable, of.entry, direct_io)
         handle.passthrough = grant.backing_id != 0
+        if grant.backing_id and not direct_io and of.spool is not None and of.spool.kernel_writes \
+                and of.passthrough.path == of.spool.path:
+            handle.kernel_writes = True
+            of.kernel_writers += 1
         of.direct_handles += direct_io
         return handle
 
@@ -397,6 +432,9 @@ class Files(HandleOps):
 
     def flush_nowait(self, h: FileHandle) -> None:
         of = h.open_file
+        if h.kernel_writes:
+            self._closed(h)
+            return  # stored at the handle's release (see ``sync``)
         if not h.writable or not of.dirty:
             return  # nothing to upload
         if not of.lock.acquire(blocking=False):
@@ -412,6 +450,11 @@ class Files(HandleOps):
         """close(2) (``any_descriptor`` False: only a descriptor that may have written uploads)
         or fsync(2): durably, also when a close already uploaded the bytes without)."""
         of = h.open_file
+        if h.kernel_writes and not any_descriptor:
+            # close(2) of a descriptor the kernel writes for: a dup of it may write on (a
+            # shell's ``>`` closes one right away), so the file is stored at its release
+            self._closed(h)
+            return
         if (any_descriptor or h.writable) and of.dirty:
             self._uploader.upload(of, durable=any_descriptor)
         elif any_descriptor and of.unsynced:
@@ -419,12 +462,25 @@ class Files(HandleOps):
             self._state.stager.flush(of.node.tree)
             self._uploader.sync(of.node.tree.repo)
 
+    @staticmethod
+    def _closed(h: FileHandle) -> None:
+        """A descriptor of ``h`` was closed (FLUSH): its RELEASE is on its way, unless a dup
+        of it is still open (``Uploader.await_kernel_release``)."""
+        if not h.closed:
+            of = h.open_file
+            with of.lock:
+                h.closed = True
+                of.kernel_closed += h.kernel_writes
+
     def release_nowait(self, h: FileHandle) -> None:
         of = h.open_file
-        if of.dirty or not of.lock.acquire(blocking=False):
+        if (of.dirty and not h.kernel_writes) or not of.lock.acquire(blocking=False):
             raise WouldBlock  # an upload to make, or a busy file (closing a reader is cheap)
         try:
-            if of.dirty:
+            # the last handle of a small new file the kernel wrote: stored here (a rename and a
+            # read of its spool), as a close stores one the mount wrote (``flush_nowait``)
+            if of.dirty and not (h.kernel_writes and of.handles == 1
+                                 and self._uploader.uploads_locally_now(of, releasing_writer=True)):
                 raise WouldBlock
             self.release(h)  # under the (re-entrant) lock: nothing dirties the file meanwhile
         finally:
@@ -439,9 +495,15 @@ class Files(HandleOps):
             of.handles -= 1
             last = of.handles == 0
             of.direct_handles -= h.direct_io
+            of.kernel_writers -= h.kernel_writes
+            of.kernel_closed -= h.kernel_writes and h.closed
+            of.released.notify_all()
             if h.passthrough:
                 self.passthrough.release(of.passthrough)
-        if not last:
+            # the kernel wrote the spool for this handle, and no longer can: store the file now,
+            # whatever other handles (readers served by the mount) stay open
+            writes_ended = h.kernel_writes and of.kernel_writers == 0
+        if not last and not writes_ended:
             return
         try:
             if of.dirty:
@@ -449,7 +511,8 @@ class Files(HandleOps):
         except Exception:
             log.exception("upload of %s on release failed; its changes are lost", of.node.path)
         finally:
-            node = of.node
-            if node.stat is None or node.stat.entry is None:  # never stored: no entry waits to be staged
-                self._state.unstaged.discard(node.tree, node.path, node)
-            self.close_open_file(of)
+            if last:
+                node = of.node
+                if node.stat is None or node.stat.entry is None:  # never stored: no entry waits to be staged
+                    self._state.unstaged.discard(node.tree, node.path, node)
+                self.close_open_file(of)

@@ -96,7 +96,7 @@ class LakeFilesystem:
         self._readdir = Readdir(state, inodes, attributes)
         self._namespace = Namespace(state, inodes, attributes, uploader)
         self._metadata = metadata = Metadata(state, inodes, attributes, files)
-        self._xattrs = Xattrs(inodes, metadata)
+        self._xattrs = Xattrs(inodes, metadata, uploader)
         self._control = ControlFiles(state, attributes, uploader)
         self._changes = ChangeFeed(state, inodes)
         inodes.set_root(repo, ref)

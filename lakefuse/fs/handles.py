@@ -27,6 +27,10 @@ from lakefuse.fs.replies import WouldBlock
 from lakefuse.fs.spool import Spool, SpoolTail
 from lakefuse.graveler.model import Entry
 
+#: how long an upload waits for the RELEASE of a kernel-written file's closed descriptors
+#: (``OpenFile.await_kernel_release``): the kernel sends it as close(2) returns
+RELEASE_WAIT = 0.25
+
 
 class HandleOps:
     """The requests on a handle; a part serving a kind of handle overrides what it supports."""
@@ -74,7 +78,8 @@ class OpenFile:
 
     __slots__ = ("node", "lock", "handles", "spool", "dirty", "entry", "mtime_ns", "metadata",
                  "content_type", "mtime_explicit", "seq_end", "tail", "uncached_writes", "passthrough",
-                 "direct_handles", "unsynced", "owned")
+                 "direct_handles", "unsynced", "owned", "kernel_writers", "kernel_closed", "kernel_signature",
+                 "released")
 
     def __init__(self, node: Node, entry: Entry | None):
         self.node = node
@@ -97,6 +102,16 @@ class OpenFile:
         self.direct_handles = 0  # open handles with direct I/O (see Files._new_file_handle)
         self.unsynced = False  # last uploaded without ``durable``: an fsync(2) must sync storage
         self.owned = None  # the record of the object whose own file ``spool`` is (Spool.adopt)
+        #: open handles whose writes the kernel makes into ``spool`` itself (passthrough
+        #: writes): while there are any, the file may change without the mount seeing it
+        self.kernel_writers = 0
+        #: how many of those were closed (FLUSH) at least once: their RELEASE is on its way,
+        #: unless a dup(2) of the descriptor is still open
+        self.kernel_closed = 0
+        #: notified under ``lock`` when a handle is released
+        self.released = threading.Condition(self.lock)
+        #: ``spool.signature()`` when its bytes were last stored (None: not since it was made)
+        self.kernel_signature: tuple[int, int, int] | None = None
 
     def take_entry(self, entry: Entry) -> None:
         """The file is now ``entry`` (opened, or its metadata changed): a spool starts from its
@@ -111,14 +126,34 @@ class OpenFile:
             return self.spool.size()
         return self.entry.size if self.entry is not None else 0
 
+    def await_kernel_release(self, timeout: float) -> bool:
+        """For a file the kernel writes whose every writing descriptor was closed already
+        (FLUSH came, RELEASE is on its way), wait up to ``timeout`` s (under ``lock``, never on
+        the event loop) for those releases, which store the spool.  Whether they came and left
+        nothing to store."""
+        if self.kernel_writers == 0 or self.kernel_closed < self.kernel_writers:
+            return False
+        self.released.wait_for(lambda: self.kernel_writers == 0, timeout=timeout)
+        return self.kernel_writers == 0 and not self.dirty
+
+    def current_mtime_ns(self) -> int:
+        """The file's mtime: a spool the kernel writes into has the time of its last write
+        (unless a utime set one since)."""
+        spool = self.spool
+        if spool is not None and spool.kernel_writes and not spool.sealed and not self.mtime_explicit:
+            return spool.mtime_ns()
+        return self.mtime_ns
+
 
 class FileHandle(Handle):
     """One open(2): reads the object it opened (``entry``) until the file gets a spool.
     ``direct_io``: the kernel sends this handle's writes without keeping them in its page
     cache (see ``lakefuse.fs.files.writes_from_empty_only``); ``passthrough``: the handle
-    names its file's backing file (see ``lakefuse.fs.passthrough``)."""
+    names its file's backing file (see ``lakefuse.fs.passthrough``); ``kernel_writes``: that
+    backing file is the file's spool, and the kernel writes into it itself."""
 
-    __slots__ = ("open_file", "writable", "entry", "reader", "lock", "direct_io", "passthrough")
+    __slots__ = ("open_file", "writable", "entry", "reader", "lock", "direct_io", "passthrough", "kernel_writes",
+                 "closed")
 
     def __init__(self, ops: HandleOps, open_file: OpenFile, writable: bool, entry: Entry | None,
                  direct_io: bool = False):
@@ -130,6 +165,8 @@ class FileHandle(Handle):
         self.lock = threading.Lock()
         self.direct_io = direct_io
         self.passthrough = False
+        self.kernel_writes = False
+        self.closed = False  # a FLUSH came: a descriptor of it was closed
 
 
 class ControlHandle(Handle):

@@ -36,6 +36,14 @@ That needs every handle of the file counted in the same ``PassthroughState`` (it
 
 A handle served by the kernel reads the bytes it opened until it is closed, even if the file is
 written meanwhile through another handle, as with any object a handle opened before the change.
+
+Writes (``open_for_writes``): a lone write-only open that creates or truncates a file on a
+branch whose storage is on this machine registers the file's *spool* (``lakefuse.fs.spool``)
+read-write, and the kernel writes into it itself: ``dd bs=4k``, Hadoop's 4.6 KiB pieces and
+``cp`` run at the local disk's speed, with no WRITE request reaching the mount.  Every later
+open of the file names the spool too (with ``direct_io``: the mount serves it, from the same
+spool, so it reads the newest bytes).  What the mount makes of such a spool (its size from
+fstat, a copy stored while the kernel may still write) is ``lakefuse.fs.uploads``'s.
 """
 
 from __future__ import annotations
@@ -54,8 +62,9 @@ _UNSUPPORTED = {errno.EPERM, errno.ENOTTY, errno.EOPNOTSUPP, errno.EINVAL, errno
 class BackingFiles(Protocol):
     """The kernel side (``lakefuse.fuse.passthrough.KernelBackingFiles``)."""
 
-    def open(self, path: str) -> int:
-        """Register the file at ``path``; its backing ID (> 0).  OSError on failure."""
+    def open(self, path: str, writable: bool = False) -> int:
+        """Register the file at ``path`` (``writable``: the kernel also writes into it); its
+        backing ID (> 0).  OSError on failure."""
 
     def close(self, backing_id: int) -> None: ...
 
@@ -107,6 +116,24 @@ class Passthrough:
             return NO_GRANT
         log.debug("the kernel reads %s itself (backing file %d)", local_file, backing_id)
         state.backing_id, state.path, state.handles = backing_id, local_file, 1
+        return Grant(backing_id)
+
+    def open_for_writes(self, state: PassthroughState, spool_path: str) -> Grant:
+        """The file's only handle, which writes from empty: the kernel writes into the spool
+        at ``spool_path`` itself, or NO_GRANT (the mount serves the handle as usual)."""
+        if state.backing_id or not self.enabled:
+            return NO_GRANT
+        try:
+            backing_id = self._backings.open(spool_path, writable=True)
+        except OSError as exc:
+            if exc.errno in _UNSUPPORTED:
+                self.enabled = False
+                log.warning("passthrough disabled for this mount: %s", exc)
+            else:
+                log.debug("no passthrough writes into %s: %s", spool_path, exc)
+            return NO_GRANT
+        log.debug("the kernel writes %s itself (backing file %d)", spool_path, backing_id)
+        state.backing_id, state.path, state.handles = backing_id, spool_path, 1
         return Grant(backing_id)
 
     def release(self, state: PassthroughState) -> None:

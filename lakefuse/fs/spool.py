@@ -11,6 +11,10 @@ spool to change them), and on close deletes its path only if that still names th
 append to, an existing file), in the kernel when the source is a local file, leaving its holes
 holes (a sparse file stays sparse).
 
+A spool the kernel writes into itself (FUSE passthrough writes: ``kernel_writes``) takes no
+write-behind; its size and mtime are the file's (fstat), and ``signature`` tells whether it
+changed since a moment the caller noted.
+
 ``Spool.adopt`` makes a spool of an uncommitted object's own file, for appends in place: the
 caller (``lakefuse.fs.uploads``) decided nothing else can reference that object; writes must
 not go below ``base_size`` (the bytes its staged entry names), and closing it keeps the file.
@@ -231,6 +235,9 @@ class Spool:
         self.adopted = False
         self.base_size = size
         self._size = size  # tracked (queued bytes included): asking never touches the descriptor
+        #: the kernel writes into the file too (FUSE passthrough writes): its size and mtime
+        #: are the file's, asked with fstat
+        self.kernel_writes = False
         self.listener: Callable[[int, bytes], None] | None = None
         # write-behind: (offset, bytes) in order, their total, the thread writing them, whether
         # it holds staged bytes not in the file yet, and the error that failed the spool
@@ -378,7 +385,19 @@ class Spool:
         self._size = size
 
     def size(self) -> int:
+        if self.kernel_writes:
+            return os.fstat(self.fd).st_size
         return self._size
+
+    def mtime_ns(self) -> int:
+        """The file's mtime (kernel-written spools: the time of the last write)."""
+        return os.fstat(self.fd).st_mtime_ns
+
+    def signature(self) -> tuple[int, int, int]:
+        """(size, mtime, ctime) of the file: changes with every write and truncate, by the
+        kernel or through the mount (``kernel_writes``: what the mount cannot see otherwise)."""
+        st = os.fstat(self.fd)
+        return st.st_size, st.st_mtime_ns, st.st_ctime_ns
 
     def fsync(self) -> None:
         self.drain()

@@ -28,7 +28,7 @@ import time
 from lakefuse.checksums import ContentHasher
 from lakefuse.errors import LakefuseError
 from lakefuse.fs.attributes import MTIME_NS_KEY, clear_set_id_bits
-from lakefuse.fs.handles import OpenFile
+from lakefuse.fs.handles import RELEASE_WAIT, OpenFile
 from lakefuse.fs.owned import HASH_STATE_MIN_BYTES
 from lakefuse.fs.spool import Spool, SpoolTail
 from lakefuse.fs.state import MountState
@@ -152,7 +152,7 @@ class Uploader:
         self.ensure_spool(of, keep=min(size, of.size()))
         self.stop_tail(of)
         of.spool.truncate(size)
-        of.seq_end = 0 if size == 0 else None
+        of.seq_end = 0 if size == 0 and not of.spool.kernel_writes else None
         clear_set_id_bits(of.metadata)
         of.dirty = True
         of.mtime_ns = time.time_ns()
@@ -272,13 +272,16 @@ class Uploader:
         """``local_storage(repo)`` if already asked, else False (never opens storage)."""
         return self._stores_locally.get(repo) is True
 
-    def uploads_locally_now(self, of: OpenFile) -> bool:
+    def uploads_locally_now(self, of: OpenFile, releasing_writer: bool = False) -> bool:
         """Whether ``upload(of)`` costs only a few local system calls (under ``of.lock``): a new
         file (its entry waits for the stager), small, written without a tail, to storage known
-        to be on this machine; it reads its spool once for the checksum and renames it."""
+        to be on this machine; it reads its spool once for the checksum and renames it.  Not
+        while the kernel may write into the spool (the upload would copy it, or wait for a
+        release), except for the release of its last such handle (``releasing_writer``)."""
         node = of.node
         spool = of.spool
         return (of.tail is None and node.attached and spool is not None and not spool.sealed
+                and of.kernel_writers == (1 if releasing_writer else 0)
                 and self.known_local(node.tree.repo)
                 and self._state.unstaged.node(node.tree, node.path) is node
                 and spool.size() <= INLINE_UPLOAD_BYTES)
@@ -295,6 +298,20 @@ class Uploader:
                 self.stop_tail(of)
                 of.dirty = False  # unlinked while open: nothing to keep
                 return
+            spool = of.spool
+            kernel_written = spool is not None and spool.kernel_writes and not spool.sealed
+            signature = None
+            # right after close(2) (a rename, a commit): the release stores the spool itself,
+            # where an upload now would copy it
+            if kernel_written and of.await_kernel_release(RELEASE_WAIT):
+                return
+            if kernel_written:
+                signature = spool.signature()
+                if signature == of.kernel_signature:  # stored before, and not written since
+                    self._stored_unchanged(of, durable)
+                    return
+                if not of.mtime_explicit:
+                    of.mtime_ns = spool.mtime_ns()  # the time of the kernel's last write
             tail_result = self._finish_tail(of) if of.tail is not None else None
             # a new file's first entries wait for the stager's next batch, unless fsync asks
             deferred = not durable and self._state.unstaged.node(tree, node.path) is node
@@ -302,13 +319,18 @@ class Uploader:
             if isinstance(tail_result, Entry):
                 entry = tail_result  # streamed while written, and staged
                 deferred = False
-            elif of.spool.adopted:
+            elif spool.adopted:
                 entry = self._restage_appended(of, durable)
+            elif kernel_written and of.kernel_writers > 0:
+                entry = self._store_copy(of, durable=durable, deferred=deferred)
             else:
                 entry = self._store_spool(of, hasher=tail_result, durable=durable, deferred=deferred)
             if replaced is not None and replaced.physical_address != entry.physical_address and of.handles <= 1:
                 self._owned.superseded(tree, node.path, replaced)  # no other handle reads it
-            of.dirty = False
+            # while the kernel may still write into the spool, the file stays to be stored
+            # again if it changes (``kernel_signature`` tells)
+            of.dirty = kernel_written and of.kernel_writers > 0
+            of.kernel_signature = signature if of.dirty else None
             of.unsynced = not durable
             of.seq_end = None
             # the stored object, but the open file keeps its own mtime (to the nanosecond) and
@@ -323,6 +345,29 @@ class Uploader:
             of.uncached_writes = False
             if not deferred:
                 self._state.unstaged.discard(tree, node.path, node)
+
+    def _stored_unchanged(self, of: OpenFile, durable: bool) -> None:
+        """``upload`` of a spool the kernel writes into whose bytes were stored already and
+        did not change since: for fsync(2), make that upload durable."""
+        of.dirty = of.kernel_writers > 0
+        if durable and of.unsynced:
+            of.unsynced = False
+            self._state.stager.flush(of.node.tree)
+            self.sync(of.node.tree.repo)
+
+    def _store_copy(self, of: OpenFile, durable: bool, deferred: bool) -> Entry:
+        """Store a copy of a spool the kernel may still write into (a descriptor of it is
+        open: fsync(2), a commit, a rename): the object must not change once stored, so the
+        spool itself stays the file's, and storage takes the copy (holes kept as holes)."""
+        live = of.spool
+        copy = Spool(self._state.spool_dir)
+        try:
+            copy.fill_from(live, live.size())
+            of.spool = copy
+            return self._store_spool(of, hasher=None, durable=durable, deferred=deferred)
+        finally:
+            of.spool = live
+            copy.close()
 
     def _store_spool(self, of: OpenFile, hasher: ContentHasher | None, durable: bool, deferred: bool) -> Entry:
         """Store the spool as a new object and stage it, now or (``deferred``) in the stager's

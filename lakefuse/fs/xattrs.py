@@ -16,7 +16,9 @@ from lakefuse.fs.attributes import INTERNAL_METADATA
 from lakefuse.fs.inodes import Inodes
 from lakefuse.fs.metadata import ENOATTR, Metadata
 from lakefuse.fs.nodes import Node, NodeKind
+from lakefuse.fs.replies import WouldBlock
 from lakefuse.fs.tree import decode_name
+from lakefuse.fs.uploads import Uploader
 from lakefuse.graveler.model import Entry
 
 XATTR_USER = "user."
@@ -48,9 +50,10 @@ def _text(value: bytes, what: str) -> str:
 
 
 class Xattrs:
-    def __init__(self, inodes: Inodes, metadata: Metadata):
+    def __init__(self, inodes: Inodes, metadata: Metadata, uploader: Uploader):
         self._inodes = inodes
         self._metadata = metadata
+        self._uploader = uploader
 
     def getxattr(self, node: Node, name: bytes | str, blocking: bool = True) -> bytes:
         name = decode_name(name)
@@ -70,6 +73,14 @@ class Xattrs:
             if name == "lakefuse.content_type":
                 ctype = of.content_type if of is not None and of.content_type else entry.content_type
                 return ctype.encode("utf-8")
+            if of is not None and of.dirty and of.spool is not None and of.spool.kernel_writes \
+                    and of.kernel_closed >= of.kernel_writers:
+                # written by the kernel and closed: stored as its release stores it (the
+                # kernel sends RELEASE as close(2) returns; this may come first)
+                if not blocking:
+                    raise WouldBlock
+                self._uploader.upload(of)
+                entry = node.stat.entry if node.stat is not None else entry
             if of is not None and of.dirty:
                 raise OSError(ENOATTR, f"{name}: not known until the file is uploaded (fsync or close)")
             value = {"lakefuse.checksum": entry.checksum, "lakefuse.physical_address": entry.physical_address,

@@ -1,8 +1,9 @@
 """``KernelBackingFiles``: registering local files with the kernel for FUSE passthrough.
 
 Owns the two ioctls of ``/dev/fuse`` (Linux >= 6.9): ``FUSE_DEV_IOC_BACKING_OPEN`` turns an open
-descriptor into a backing ID that an open reply may name (the kernel then reads the file itself;
-no READ request reaches the daemon), ``FUSE_DEV_IOC_BACKING_CLOSE`` forgets it.  Which opens may
+descriptor into a backing ID that an open reply may name (the kernel then reads, and for a file
+registered writable also writes, the file itself: no READ or WRITE request reaches the daemon),
+``FUSE_DEV_IOC_BACKING_CLOSE`` forgets it.  Which opens may
 use one is decided by ``lakefuse.fs.passthrough``; this module only talks to the kernel.
 
 Needs pyfuse3 as built by ``scripts/build_pyfuse3.py`` (``passthrough_session_fd``,
@@ -54,13 +55,14 @@ def granted_session_fd() -> int:
 
 
 class KernelBackingFiles:
-    """``open(path) -> backing ID`` and ``close(backing ID)`` on one FUSE session."""
+    """``open(path, writable) -> backing ID`` and ``close(backing ID)`` on one FUSE session."""
 
     def __init__(self, session_fd: int):
         self._session_fd = session_fd
 
-    def open(self, path: str) -> int:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    def open(self, path: str, writable: bool = False) -> int:
+        # the kernel writes through the descriptor registered: read-write for a spool
+        fd = os.open(path, (os.O_RDWR if writable else os.O_RDONLY) | os.O_CLOEXEC)
         try:  # the kernel keeps its own reference to the file
             backing_id = fcntl.ioctl(self._session_fd, FUSE_DEV_IOC_BACKING_OPEN,
                                      bytearray(_BACKING_MAP.pack(fd, 0, 0)), True)

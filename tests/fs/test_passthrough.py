@@ -12,6 +12,7 @@ import pytest
 from lakefuse.fs.filesystem import LakeFilesystem
 from lakefuse.fs.memory import MemoryBackend
 from lakefuse.fs.passthrough import Passthrough, PassthroughState
+from fs_staging import staged_entry
 
 
 class RecordingBackings:
@@ -22,16 +23,27 @@ class RecordingBackings:
         self.open_ids: dict[int, str] = {}
         self.next_id = 1
         self.opened = 0
+        self.writable: set[int] = set()
 
-    def open(self, path: str) -> int:
+    def open(self, path: str, writable: bool = False) -> int:
         if self.fail is not None:
             raise OSError(self.fail, os.strerror(self.fail))
-        with open(path, "rb"):  # the kernel needs a file it can open
+        with open(path, "r+b" if writable else "rb"):  # the kernel needs a file it can open
             pass
         backing_id, self.next_id = self.next_id, self.next_id + 1
         self.open_ids[backing_id] = path
+        self.writable.add(backing_id) if writable else None
         self.opened += 1
         return backing_id
+
+    def kernel_write(self, backing_id: int, offset: int, data: bytes) -> None:
+        """A write the kernel makes into a backing file registered writable."""
+        assert backing_id in self.writable
+        fd = os.open(self.open_ids[backing_id], os.O_WRONLY)
+        try:
+            os.pwrite(fd, data, offset)
+        finally:
+            os.close(fd)
 
     def close(self, backing_id: int) -> None:
         del self.open_ids[backing_id]
@@ -161,19 +173,85 @@ def test_a_writer_beside_kernel_readers_is_served_by_the_mount(local_fs, make_dr
     fs.release(after.fh)
 
 
-def test_files_being_written_are_never_left_to_the_kernel(local_fs, make_driver):
+def test_only_lone_write_only_opens_from_empty_are_written_by_the_kernel(local_fs, make_driver):
     fs, backings, backend = local_fs
     drive = make_driver(fs)
     parent = drive.ino("sales/main")
     created, _ = fs.create(parent, "new.txt", 0o644, os.O_RDWR | os.O_CREAT)
-    assert created.backing_id == 0
+    assert created.backing_id == 0  # it may read what it writes: the mount serves it
     reader = fs.open(drive.ino("sales/main/new.txt"), os.O_RDONLY)
     assert reader.backing_id == 0  # a spool, not an object: the mount serves it
-    truncating = fs.open(drive.ino("sales/main/top.csv"), os.O_WRONLY | os.O_TRUNC)
-    assert truncating.backing_id == 0
-    for result in (created, reader, truncating):
+    appending = fs.open(drive.ino("sales/main/top.csv"), os.O_WRONLY | os.O_APPEND)
+    assert appending.backing_id == 0  # not from empty
+    for result in (created, reader, appending):
         fs.release(result.fh)
     assert backings.opened == 0
+    truncating = fs.open(drive.ino("sales/main/top.csv"), os.O_WRONLY | os.O_TRUNC)
+    assert truncating.backing_id and not truncating.direct_io
+    assert truncating.backing_id in backings.writable
+    assert backings.open_ids[truncating.backing_id].startswith(str(fs_spool_dir(fs)))
+    fs.release(truncating.fh)
+    assert not backings.open_ids
+    assert drive.read("sales/main/top.csv") == b""
+
+
+def fs_spool_dir(fs):
+    return fs.state.spool_dir
+
+
+def test_kernel_written_files_are_stored_at_release_with_their_bytes(local_fs, make_driver):
+    fs, backings, backend = local_fs
+    drive = make_driver(fs)
+    parent = drive.ino("sales/main")
+    result, attrs = fs.create(parent, "new.txt", 0o644, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    assert result.backing_id in backings.writable
+    backings.kernel_write(result.backing_id, 0, b"hello ")
+    backings.kernel_write(result.backing_id, 6, b"world\n")
+    assert fs.getattr(attrs.ino).size == 12  # the spool's size, though no write reached the mount
+    fs.flush(result.fh)  # close(2): a dup of the descriptor may still write
+    backings.kernel_write(result.backing_id, 12, b"more\n")
+    fs.release(result.fh)
+    assert not backings.open_ids
+    assert drive.read("sales/main/new.txt") == b"hello world\nmore\n"
+    entry = staged_entry(backend, "sales", "main", "new.txt")
+    assert entry is not None and entry.size == 17
+
+
+def test_a_reader_beside_the_kernel_writer_reads_the_spool(local_fs, make_driver):
+    fs, backings, _ = local_fs
+    drive = make_driver(fs)
+    result, attrs = fs.create(drive.ino("sales/main"), "new.txt", 0o644, os.O_WRONLY | os.O_CREAT)
+    backings.kernel_write(result.backing_id, 0, b"abc")
+    reader = fs.open(attrs.ino, os.O_RDONLY)
+    assert reader.backing_id == result.backing_id and reader.direct_io  # the kernel's rule: the same file
+    assert fs.read(reader.fh, 0, 10) == b"abc"
+    backings.kernel_write(result.backing_id, 3, b"def")
+    assert fs.read(reader.fh, 0, 10) == b"abcdef"
+    fs.release(result.fh)  # the writer is done: the file is stored though the reader stays
+    assert drive.read("sales/main/new.txt") == b"abcdef"
+    fs.release(reader.fh)
+    assert not backings.open_ids
+
+
+def test_fsync_and_commit_store_a_copy_while_the_kernel_may_still_write(local_fs, make_driver):
+    fs, backings, backend = local_fs
+    drive = make_driver(fs)
+    result, _ = fs.create(drive.ino("sales/main"), "log.txt", 0o644, os.O_WRONLY | os.O_CREAT)
+    backings.kernel_write(result.backing_id, 0, b"one\n")
+    fs.fsync(result.fh)
+    first = backend.get_entry("sales", backend.resolve_ref("sales", "main"), "log.txt")  # fsync stages it
+    assert first.size == 4
+    backings.kernel_write(result.backing_id, 4, b"two\n")
+    backend.calls.clear()
+    fs.fsync(result.fh)  # changed since: stored again
+    fs.fsync(result.fh)  # unchanged: nothing stored
+    assert backend.calls["store_file"] == 1
+    second = backend.get_entry("sales", backend.resolve_ref("sales", "main"), "log.txt")
+    assert second.size == 8 and second.physical_address != first.physical_address
+    assert backend.open_reader("sales", first).read(0, 100) == b"one\n"  # what was stored stays
+    fs.release(result.fh)
+    assert backend.calls["store_file"] == 1  # unchanged since the fsync: the copy stands
+    assert drive.read("sales/main/log.txt") == b"one\ntwo\n"
 
 
 def test_without_local_files_nothing_is_registered(tmp_path, make_driver):

@@ -422,9 +422,14 @@ def test_daemon_mode_reports_readiness_and_errors(lake_home, tmp_path):
     assert not_mounted.returncode != 0 and "not mounted" in not_mounted.stderr
 
 
-def test_a_full_spool_disk_fails_the_write_with_enospc_and_stages_nothing(tmp_path):
-    """The spool directory on a 16 MiB tmpfs: copying 64 MiB in fails with ENOSPC (at a write or
-    at close), nothing of the file is staged, and the mount keeps serving."""
+@pytest.mark.parametrize("kernel_writes", [True, False], ids=["kernel-writes", "mount-writes"])
+def test_a_full_spool_disk_fails_the_write_with_enospc(tmp_path, kernel_writes):
+    """The spool directory on a 16 MiB tmpfs: copying 64 MiB in fails with ENOSPC, and the mount
+    keeps serving.  Written by the mount (opened read-write), a failed background write fails
+    the file at a later write or at close, and nothing of it is staged: the writer was told
+    its bytes were taken.  Written by the kernel into the spool (a write-only open from
+    empty), the write(2) that found the disk full fails itself, so the file keeps what was
+    written before it, as on a local disk."""
     home = LakeHome(tmp_path / "home")
     home.create_repository("full")
     spool = tmp_path / "home" / "spool"
@@ -437,21 +442,35 @@ def test_a_full_spool_disk_fails_the_write_with_enospc_and_stages_nothing(tmp_pa
     try:
         with mounted(home, tmp_path / "mnt", "lakefs://full/main") as lake:
             data = os.urandom(64 * 1024 * 1024)
+            written = 0
             with pytest.raises(OSError) as exc:
-                with open(lake / "big.bin", "wb") as f:
+                with open(lake / "big.bin", "wb" if kernel_writes else "w+b", buffering=0) as f:
                     for offset in range(0, len(data), 1024 * 1024):
-                        f.write(data[offset:offset + 1024 * 1024])
+                        written += f.write(data[offset:offset + 1024 * 1024])
             assert exc.value.errno == errno.ENOSPC
-            assert "big.bin" not in {o.path for o in home.catalog.list_objects("full", "main").items}
 
             def leftovers():
                 spooled = [name for process_dir in spool.iterdir() for name in os.listdir(process_dir)]
+                if kernel_writes:
+                    return spooled
                 return spooled + [name for name in os.listdir(lake.mountpoint) if name == "big.bin"]
 
             deadline = time.monotonic() + 10  # the kernel sends RELEASE after close(2) returned
             while leftovers() and time.monotonic() < deadline:
                 time.sleep(0.05)
             assert leftovers() == []
+            staged = {o.path: o for o in home.catalog.list_objects("full", "main").items}
+            if kernel_writes:
+                assert 0 < written < len(data)
+                kept = (lake / "big.bin").read_bytes()
+                assert len(kept) >= written and kept == data[:len(kept)]
+                deadline = time.monotonic() + 10
+                while "big.bin" not in staged and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                    staged = {o.path: o for o in home.catalog.list_objects("full", "main").items}
+                assert staged["big.bin"].entry.size == len(kept)
+            else:
+                assert "big.bin" not in staged
             (lake / "small.txt").write_bytes(b"still serving")
             assert (lake / "small.txt").read_bytes() == b"still serving"
             assert "unexpected error" not in lake.logs()
