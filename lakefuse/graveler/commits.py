@@ -3,10 +3,16 @@ the merge base of two others.
 
 Owns, and nothing else does:
 
-- ``commit_id_of`` / ``new_commit``: the commit ID is the SHA-256 hex digest of a canonical
-  encoding (``CANONICAL_COMMIT_FORMAT``) of metarange ID, parents (in order), message,
-  committer, creation date (whole seconds) and the metadata map (sorted by key).  The
-  generation is derived from the parents, so it is not part of the digest.
+- ``commit_id_of`` / ``new_commit``: the commit ID, computed exactly as lakeFS's
+  ``Commit.Identity`` and hex content address compute it: the hex SHA-256 of the typed
+  stream of ``lakefuse.graveler.ident`` holding the string ``CANONICAL_COMMIT_FORMAT``
+  (``"commit:v1"``), the committer, the message and the metarange ID (strings), the creation
+  date in whole Unix seconds (int64), the metadata (string map, keys in byte order) and, as an
+  embedded identity, the identity of the parents (the SHA-256 of the parent IDs as a string
+  slice, in order).  A parent's ID is itself such a digest, so a commit ID covers its whole
+  history.  The parents are in lakeFS's current order (``CommitVersionParentSwitch``): a merge
+  commit's first parent is the destination's head, its second the source.  The generation
+  (derived from the parents) and lakeFS's commit version are not part of the digest.
 - ``CommitGraph``: cached commit lookups (commits are immutable), history walks (``log``) and
   ``merge_bases`` / ``merge_base`` as git-merge-base defines them.
 
@@ -23,18 +29,18 @@ and neither does lakeFS).
 
 from __future__ import annotations
 
-import hashlib
 import heapq
-import json
 import threading
 from typing import Iterator, Mapping, Sequence
 
 from cachetools import LRUCache
 
+from lakefuse.graveler.ident import AddressWriter
 from lakefuse.graveler.model import Commit, CommitID, MetaRangeID, RepositoryID, string_map
 from lakefuse.graveler.ports import RefStore
 
-CANONICAL_COMMIT_FORMAT = "lakefuse.commit.v1"
+#: the first string of every commit's identity stream, as lakeFS writes it
+CANONICAL_COMMIT_FORMAT = "commit:v1"
 
 _PARENT1 = 1
 _PARENT2 = 2
@@ -50,22 +56,20 @@ def commit_id_of(
     creation_date: int,
     metadata: Mapping[str, str],
 ) -> CommitID:
-    """SHA-256 hex of the canonical JSON of the commit's content (compact, keys sorted, UTF-8)."""
-    canonical = json.dumps(
-        {
-            "format": CANONICAL_COMMIT_FORMAT,
-            "metarange_id": str(metarange_id),
-            "parents": [str(parent) for parent in parents],
-            "message": message,
-            "committer": committer,
-            "creation_date": int(creation_date),
-            "metadata": {str(k): str(v) for k, v in sorted(metadata.items())},
-        },
-        sort_keys=True,
-        separators=(",", ":"),
-        ensure_ascii=False,
-    ).encode("utf-8")
-    return CommitID(hashlib.sha256(canonical).hexdigest())
+    """lakeFS's commit ID of this content (see the module docstring); InvalidArgument for a
+    creation date outside int64 or text that is not valid Unicode."""
+    parents_identity = AddressWriter().string_slice(str(parent) for parent in parents).identity()
+    return CommitID(
+        AddressWriter()
+        .string(CANONICAL_COMMIT_FORMAT)
+        .string(committer)
+        .string(message)
+        .string(str(metarange_id))
+        .int64(int(creation_date))
+        .string_map(metadata)
+        .embedded(parents_identity)
+        .hex_identity()
+    )
 
 
 def new_commit(

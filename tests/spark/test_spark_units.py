@@ -3,6 +3,7 @@ plans, retention, namespace guards."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import random
 
@@ -13,6 +14,7 @@ from lakefuse.config import CommittedConfig
 from lakefuse.errors import CorruptedData, InvalidArgument
 from lakefuse.graveler.commits import new_commit
 from lakefuse.graveler.committed import CommittedManager
+from lakefuse.graveler.committed.encoding import decode_entry, decode_value, entry_identity
 from lakefuse.graveler.committed.files import GravelerFiles
 from lakefuse.graveler.model import Entry, MetaRangeID
 from lakefuse.graveler.ports import Repository
@@ -33,6 +35,25 @@ def _records(count: int, prefix: str = "k/") -> list[tuple[bytes, bytes]]:
         key, (_size, raw) = source_record(prefix, obj)
         out.append((key, raw))
     return sorted(out)
+
+
+def test_imported_records_carry_lakefs_entry_identity():
+    """The importer writes its range records itself: each carries lakeFS's entry identity
+    (int64 size, string ETag, empty string map, string content type), as a commit would."""
+    obj = SourceObject("a/b.parquet", 1234, 1_700_000_000, "0123abcd-2", "s3://bucket/src/a/b.parquet")
+    key, (size, raw) = source_record("imported/", obj)
+    identity, data = decode_value(raw)
+    entry = decode_entry(data)
+    assert key == b"imported/a/b.parquet" and size == 1234 and entry.address_is_full
+
+    def int64(value):
+        return b"\x02\x08" + value.to_bytes(8, "big", signed=True)
+
+    def string(text):
+        return b"\x01" + int64(len(text.encode())) + text.encode()
+
+    stream = int64(1234) + string("0123abcd-2") + b"\x04" + int64(0) + string(entry.content_type)
+    assert entry.content_type and identity == hashlib.sha256(stream).digest() == entry_identity(entry)
 
 
 def test_partition_bounds_depend_only_on_the_sample():

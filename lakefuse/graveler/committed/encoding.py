@@ -6,9 +6,9 @@ Owns, and nothing else does:
   signed-varint(len data) + data`` (Go's ``binary.PutVarint``: zigzag varints);
 - the protobuf wire encoding of lakeFS's catalog ``Entry`` (the data of a range record) and of
   ``RangeData`` (the data of a metarange record), hand-written: no protobuf dependency;
-- identities: the identity of an ``Entry`` and the content address of a record and a file
-  (``valueRecordID = h(h(key) || h(identity))``, ``fileID = hex(h(id1 + ... + idN))``,
-  h = SHA-256);
+- identities: the identity of an ``Entry`` (lakeFS's, see ``entry_identity``) and the content
+  address of a record and a file (``valueRecordID = h(h(key) || h(identity))``,
+  ``fileID = hex(h(id1 + ... + idN))``, h = SHA-256);
 - key validation (non-empty, UTF-8).
 
 Entry <-> protobuf field mapping (lakeFS ``catalog.Entry``):
@@ -34,9 +34,11 @@ import struct
 from dataclasses import dataclass
 from typing import Iterable
 
-from lakefuse.graveler.sstable.format import decode_signed_varint, decode_varint
 from lakefuse.errors import CorruptedData, InvalidArgument
+from lakefuse.graveler import ident
+from lakefuse.graveler.ident import AddressWriter
 from lakefuse.graveler.model import Entry, RangeID, RangeInfo, ValueRecord
+from lakefuse.graveler.sstable.format import decode_signed_varint, decode_varint
 
 _sha256 = hashlib.sha256
 
@@ -508,38 +510,69 @@ def decode_entry(data: bytes) -> Entry:
 # entries <-> records
 
 
-_U64 = struct.Struct(">Q")
-_SIGNED64 = struct.Struct(">q")
+def entry_identity_reference(entry: Entry) -> bytes:
+    """``entry_identity`` through ``AddressWriter``, value by value, as lakeFS's
+    ``catalog.EntryToValue`` writes it.  The reference: a test holds ``entry_identity`` equal
+    to it, and ``entry_identity`` falls back to it for anything it does not take, so the two
+    share every error."""
+    return (
+        AddressWriter()
+        .int64(entry.size)
+        .string(entry.checksum)
+        .string_map(entry.metadata)
+        .string_opt(entry.content_type)
+        .identity()
+    )
+
+
+_SIZE_AND_CHECKSUM_LENGTH = struct.Struct(">2sq3sq")  # int64 size, then a string's header
+_STRING_HEADER = struct.Struct(">3sq")
+_INT64_VALUE = struct.Struct(">q")
+_INT64_PREFIX = bytes((ident.TYPE_INT64, 8))
+_STRING_PREFIX = bytes((ident.TYPE_STRING,)) + _INT64_PREFIX
+_MAP_PREFIX = bytes((ident.TYPE_STRING_MAP,)) + _INT64_PREFIX
+_EMPTY_MAP = _MAP_PREFIX + bytes(8)
 
 
 def entry_identity(entry: Entry) -> bytes:
-    """SHA-256 (32 raw bytes) of a canonical encoding of what makes the object's content:
-    checksum, size, content type and sorted user metadata.  It excludes the physical address
-    and mtime, so re-uploading identical bytes is not a change.
+    """The identity of an object's range record, as lakeFS computes it (``catalog``
+    ``EntryToValue``): the SHA-256 (32 raw bytes) of the ``lakefuse.graveler.ident`` stream of
+    the size (int64), the checksum (lakeFS's ETag, string), the user metadata (string map) and
+    the content type (string), the content type only if not empty.  The physical address and
+    the mtime are not part of it, so uploading identical bytes again is not a change.
 
-    Encoding: ``b"lakefuse.entry.v1"``, then u64 length + UTF-8 checksum, i64 size, u64
-    length + UTF-8 content type, u64 number of metadata items, then per item in name order
-    u64 length + name, u64 length + value (all big-endian)."""
-    checksum = entry.checksum.encode("utf-8")
-    content_type = entry.content_type.encode("utf-8")
-    metadata = entry.metadata
-    head = b"".join((
-        b"lakefuse.entry.v1",
-        _U64.pack(len(checksum)),
-        checksum,
-        _SIGNED64.pack(entry.size),
-        _U64.pack(len(content_type)),
-        content_type,
-        _U64.pack(len(metadata)),
-    ))
-    if not metadata:
-        return _sha256(head).digest()
-    digest = _sha256(head)
-    for name in sorted(metadata):
-        raw_name = name.encode("utf-8")
-        raw_value = metadata[name].encode("utf-8")
-        digest.update(b"".join((_U64.pack(len(raw_name)), raw_name, _U64.pack(len(raw_value)), raw_value)))
-    return digest.digest()
+    Hand-inlined (one ``struct`` call for size and checksum header, one ``sha256`` call) because
+    it runs once per record written; anything unusual (a size outside int64, text that is not
+    valid Unicode, a field of the wrong type) goes to ``entry_identity_reference``."""
+    try:
+        checksum = entry.checksum.encode()
+        head = _SIZE_AND_CHECKSUM_LENGTH.pack(_INT64_PREFIX, entry.size, _STRING_PREFIX, len(checksum))
+        metadata = entry.metadata
+        content_type = entry.content_type
+        if not metadata:
+            if content_type:
+                raw = content_type.encode()
+                return _sha256(b"".join((
+                    head, checksum, _EMPTY_MAP, _STRING_HEADER.pack(_STRING_PREFIX, len(raw)), raw
+                ))).digest()
+            return _sha256(head + checksum + _EMPTY_MAP).digest()
+        parts = [head, checksum, _MAP_PREFIX, _INT64_VALUE.pack(len(metadata))]
+        append = parts.append
+        string_header = _STRING_HEADER.pack
+        for name in sorted(metadata):
+            raw_name = name.encode()
+            raw_value = metadata[name].encode()
+            append(string_header(_STRING_PREFIX, len(raw_name)))
+            append(raw_name)
+            append(string_header(_STRING_PREFIX, len(raw_value)))
+            append(raw_value)
+        if content_type:
+            raw = content_type.encode()
+            append(string_header(_STRING_PREFIX, len(raw)))
+            append(raw)
+        return _sha256(b"".join(parts)).digest()
+    except (struct.error, UnicodeEncodeError, AttributeError, TypeError):
+        return entry_identity_reference(entry)
 
 
 def entry_to_record(key: bytes, entry: Entry) -> ValueRecord:
