@@ -341,7 +341,8 @@ class Uploader:
             node.stat = PathStat(False, entry)
             node.expires = tree.remember(node.path, node.stat, pending=deferred)
             # the kernel's pages hold these bytes, unless some were written around its cache
-            node.cache_id = None if of.uncached_writes else (entry.physical_address, entry.checksum)
+            # (direct I/O, or by the kernel into the spool: the file's own pages never saw them)
+            node.cache_id = None if of.uncached_writes or kernel_written else (entry.physical_address, entry.checksum)
             of.uncached_writes = False
             if not deferred:
                 self._state.unstaged.discard(tree, node.path, node)

@@ -134,3 +134,14 @@ def test_the_daemon_writes_none_of_the_bytes_itself(branch, lake):
                    capture_output=True, timeout=120)
     assert os.getxattr(branch / "quiet.bin", "lakefuse.size") == str(32 * MiB).encode()
     assert daemon_bytes_written(lake) - before < 4 * MiB
+
+
+def test_pages_cached_before_a_rewrite_by_the_kernel_are_not_read_after_it(branch):
+    path = branch / "rewritten.txt"
+    path.write_bytes(b"old content\n")
+    for _ in range(3):  # read through the kernel's page cache of the file, kept between opens
+        assert path.read_bytes() == b"old content\n"
+    for version in (b"new content\n", b"3rd content\n"):  # the same size: only the bytes tell
+        path.write_bytes(version)
+        assert path.read_bytes() == version
+        assert path.read_bytes() == version
