@@ -188,11 +188,13 @@ class Namespace:
     def _rename_dir(self, tree: Tree, old_parent_path: str | None, old_path: str, new_path: str,
                     new_stat: PathStat | None) -> None:
         old_prefix, new_prefix = dir_prefix(old_path), dir_prefix(new_path)
-        # written files below the directory move with it: stage their bytes first
+        # written files below the directory move with it: stage their bytes first (a file the
+        # kernel wrote and just closed: once its release stored it), then list them all
         for node in self._table.nodes():
             of = node.open_file
             if of is not None and of.dirty and node.tree is tree and node.path.startswith(old_prefix):
                 self._uploader.upload(of)
+        self._stager.flush(tree)
         moved = list(iter_listing(self._backend, tree.repo, tree.ref, old_prefix, delimiter=""))
         items: list[tuple[str, Entry | None]] = []
         for item in moved:

@@ -368,3 +368,21 @@ def test_a_release_served_while_the_next_open_is(local_fs, make_driver, monkeypa
     later = fs.open(ino, os.O_RDONLY)  # alone again: the new object's file
     assert later.backing_id and kernel.open(later) == "passthrough"
     fs.release(later.fh)
+
+
+def test_a_directory_renamed_before_the_release_of_its_closed_file_takes_it(local_fs, make_driver):
+    """A task commit renames its attempt directory as soon as its files are closed; the release
+    of a file the kernel wrote may come later (here: after the rename)."""
+    fs, backings, backend = local_fs
+    drive = make_driver(fs)
+    branch = drive.ino("sales/main")
+    attempt = fs.mkdir(branch, "attempt", 0o755).ino
+    result, _ = fs.create(attempt, "part-0", 0o644, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    backings.kernel_write(result.backing_id, 0, b"rows\n")
+    fs.flush(result.fh)  # close(2); its release is on its way
+    fs.rename(branch, "attempt", branch, "task")
+    fs.release(result.fh)
+    assert drive.read("sales/main/task/part-0") == b"rows\n"
+    entry = staged_entry(backend, "sales", "main", "task/part-0")
+    assert entry is not None and entry.size == 5
+    assert backend.get_entry("sales", backend.resolve_ref("sales", "main"), "attempt/part-0") is None

@@ -145,3 +145,23 @@ def test_pages_cached_before_a_rewrite_by_the_kernel_are_not_read_after_it(branc
         path.write_bytes(version)
         assert path.read_bytes() == version
         assert path.read_bytes() == version
+
+
+def test_a_directory_renamed_right_after_its_files_were_closed_takes_them_all(branch, lake_home):
+    """FileOutputCommitter's task commit: part files written and closed, then their attempt
+    directory renamed at once (the files' releases may still be on their way)."""
+    for attempt in range(6):
+        source = branch / f"_temporary/attempt_{attempt}"
+        source.mkdir(parents=True)
+        expected = {}
+        for i in range(4):
+            data = os.urandom(200_000 + i)
+            (source / f"part-{i}").write_bytes(data)
+            (source / f".part-{i}.crc").write_bytes(data[:16])
+            expected[f"part-{i}"], expected[f".part-{i}.crc"] = data, data[:16]
+        target = branch / f"task_{attempt}"
+        os.rename(source, target)
+        assert sorted(os.listdir(target)) == sorted(expected)
+        for name, data in expected.items():
+            assert (target / name).read_bytes() == data
+            assert lake_home.catalog.read_object("sales", branch.name, f"task_{attempt}/{name}") == data
