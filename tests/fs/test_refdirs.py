@@ -139,3 +139,13 @@ def test_a_branch_made_again_after_rmdir_shows_nothing_of_the_old_one(fs, drive,
     drive.mkdir("sales/etl")
     assert "old.txt" not in drive.listdir("sales/etl")
     assert drive.read("sales/etl/.lakefuse/commit") == b""  # the old branch's last result is gone
+
+
+def test_a_mount_of_one_repository_makes_branches_at_its_root(backend, tmp_path, make_driver):
+    fs = LakeFilesystem(backend, spool_dir=str(tmp_path / "s"), repo="sales")
+    d = make_driver(fs)
+    d.mkdir("etl")
+    assert "etl" in d.listdir("")
+    assert d.read("etl/top.csv") == b"x,y\n1,2\n"
+    d.rmdir("etl")
+    assert "etl" not in d.listdir("")
