@@ -8,9 +8,11 @@ sharing one ``state.MountState`` (options, inode table, handle table, trees, loc
   ``refs``: the tree of each ref and the name caches; ``nodes``: the inode table and node keys.
 - ``files``: open, create, read, write, flush, release; ``uploads``: spools and uploads;
   ``handles``: the typed state behind each ``fh`` and the part serving it.
-- ``readdir``: listings; ``namespace``: mkdir, rmdir, unlink, rename; ``metadata``: setattr;
-  ``xattrs``: extended attributes; ``control``: ``<branch>/.lakefuse/``; ``changes``: other
-  writers' changes as kernel invalidations; ``replies``: what the operations return.
+- ``readdir``: listings; ``namespace``: mkdir, rmdir, unlink, rename; ``refdirs``: mkdir and
+  rmdir of branch directories; ``metadata``: setattr; ``xattrs``: extended attributes;
+  ``control``: ``<branch>/.lakefuse/``, with ``refops`` (merge, tag, branch, reset);
+  ``changes``: other writers' changes (and this mount's merges and resets) as kernel
+  invalidations; ``replies``: what the operations return.
 
 Below them: ``tree`` maps one ref's keys to paths (and caches its metadata); ``spool`` holds
 files being written; ``backend`` is the narrow interface to the core (with an in-memory twin

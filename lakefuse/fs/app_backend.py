@@ -125,6 +125,40 @@ class AppBackend:
     def branch_changes(self, repo: str, branch: str, since: object | None) -> tuple[object, list[str] | None]:
         return self.catalog.branch_changes(repo, branch, since)
 
+    # refs the mount changes: the CLI's own catalog calls (same rules, errors, hooks) ----------
+
+    def default_branch(self, repo: str) -> str:
+        return self.catalog.get_repository(repo).default_branch
+
+    def create_branch(self, repo: str, branch: str, source: str) -> MountRef:
+        created = self.catalog.create_branch(repo, branch, source)
+        return MountRef(MountRefKind.BRANCH, created.id, created.commit_id)
+
+    def delete_branch(self, repo: str, branch: str) -> None:
+        self.catalog.delete_branch(repo, branch)
+
+    def create_tag(self, repo: str, tag: str, ref: str) -> str:
+        return self.catalog.create_tag(repo, tag, ref)
+
+    def merge(self, repo: str, dest: str, source: str, strategy: str | None) -> str:
+        return self.catalog.merge(repo, dest, source, self.committer, None, None, strategy).id
+
+    def reset(self, repo: str, branch: str, prefix: str | None) -> None:
+        self.catalog.reset(repo, branch, prefix)
+
+    def contained_elsewhere(self, repo: str, branch: str) -> bool:
+        head = self.catalog.get_branch(repo, branch).commit_id
+        default = self.default_branch(repo)
+        others = [ref for ref in self.list_refs(repo) if not (ref.is_branch and ref.name == branch)]
+        if any(ref.commit_id == head for ref in others):
+            return True
+        others.sort(key=lambda ref: ref.name != default)  # the default branch first: the usual home
+        for ref in others:
+            base = self.catalog.merge_base(repo, head, ref.commit_id)
+            if base is not None and base.id == head:
+                return True
+        return False
+
     def list_changes(self, repo: str, branch: str, limit: int) -> list[UncommittedChange]:
         out = []
         for diff in self.catalog.diff_uncommitted(repo, branch):

@@ -14,7 +14,7 @@ import stat as stat_mode
 import time
 from typing import TYPE_CHECKING
 
-from lakefuse.fs.nodes import Node, NodeKind
+from lakefuse.fs.nodes import WRITABLE_CONTROL_FILES, Node, NodeKind
 from lakefuse.fs.replies import Attributes
 from lakefuse.graveler.model import Entry
 
@@ -114,7 +114,7 @@ class NodeAttributes:
                 mode = int(of.metadata[MODE_KEY], 8)
             return Attributes(node.ino, stat_mode.S_IFREG | mode, size, mtime_ns, state.uid, state.gid, ttl, ttl)
         if kind is NodeKind.CONTROL_FILE:
-            mode = 0o644 if node.name == "commit" else 0o444
+            mode = 0o644 if node.name in WRITABLE_CONTROL_FILES else 0o444
             return Attributes(node.ino, stat_mode.S_IFREG | mode, 0, time.time_ns(), state.uid, state.gid, 0.0, 0.0)
         # directories
         mtime_ns = state.mount_time_ns

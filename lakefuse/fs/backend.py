@@ -153,6 +153,40 @@ class LakeBackend(Protocol):
 
     def open_reader(self, repo: str, entry: Entry) -> DataReader: ...
 
+    # refs a mount changes: branch directories (``lakefuse.fs.refdirs``) and the control files
+    # ``merge``, ``tag``, ``branch`` and ``reset`` (``lakefuse.fs.refops``).  Each is the CLI's
+    # operation (the same rules for names, the same errors, the same hooks and payloads)
+
+    def default_branch(self, repo: str) -> str:
+        """The repository's default branch.  Raises RepositoryNotFound."""
+
+    def create_branch(self, repo: str, branch: str, source: str) -> MountRef:
+        """``lakefuse branch create``: a new branch at the commit ``source`` resolves to.
+        Raises InvalidName / NameTooLong, AlreadyExists (a branch or tag has the name),
+        RefNotFound (``source``), HookFailed (pre-create-branch)."""
+
+    def delete_branch(self, repo: str, branch: str) -> None:
+        """``lakefuse branch delete``: the branch and its staged changes.  Raises
+        InvalidArgument (the default branch), RefNotFound, HookFailed (pre-delete-branch)."""
+
+    def create_tag(self, repo: str, tag: str, ref: str) -> str:
+        """``lakefuse tag create``: tag the commit ``ref`` resolves to; that commit's ID.
+        Raises InvalidName, AlreadyExists, RefNotFound, HookFailed (pre-create-tag)."""
+
+    def merge(self, repo: str, dest: str, source: str, strategy: str | None) -> str:
+        """``lakefuse merge``: merge the ref ``source`` into the branch ``dest`` (default
+        message, the mount's committer); the merge commit's ID.  Raises DirtyBranch,
+        NoChanges, MergeConflict (nothing written), InvalidArgument (``strategy``),
+        RefNotFound, HookFailed (pre-merge)."""
+
+    def reset(self, repo: str, branch: str, prefix: str | None) -> None:
+        """``lakefuse branch reset``: drop the branch's staged changes, all of them (None) or
+        those of keys starting with ``prefix``.  Raises RefNotFound."""
+
+    def contained_elsewhere(self, repo: str, branch: str) -> bool:
+        """Whether the branch's head commit is reachable from another branch or a tag (so
+        deleting the branch loses no commit)."""
+
     # optional: a backend with ``local_file`` lets the kernel read such objects itself (FUSE
     # passthrough, see ``lakefuse.fs.passthrough``)
     def local_file(self, repo: str, entry: Entry) -> str | None:

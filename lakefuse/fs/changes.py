@@ -7,7 +7,8 @@ metadata is kept ``watched_branch_ttl`` seconds instead of ``branch_ttl``, and `
 others changed (``Tree.poll_changes``), forgets it, and names the kernel entries and
 attributes to invalidate (``Invalidations``): the changed paths' nodes, and the directories
 above them that the kernel knows and that no longer exist.  A file being written through
-this mount keeps its version.
+this mount keeps its version.  ``changed_here`` does the same at once for a head this mount
+moved itself (a merge or reset through ``.lakefuse/``).
 """
 
 from __future__ import annotations
@@ -52,6 +53,20 @@ class ChangeFeed:
             elif changed:
                 self._invalidate_paths(tree, changed, out)
         return out
+
+    def changed_here(self, tree: Tree) -> None:
+        """An operation through this mount moved ``tree``'s head or dropped staged changes
+        (a merge or reset through ``.lakefuse/``): forget what the tree knew and tell the kernel
+        now, not at the next poll, to drop its names and attributes of the branch's paths (as
+        a poll does when another process moved the head)."""
+        tree.forget_all()
+        out = Invalidations()
+        for node in self._state.table.nodes():
+            if node.tree is tree and node.path:
+                self._stale(node, out)
+        invalidate = self._state.kernel_invalidator
+        if out and invalidate is not None:
+            invalidate(out)
 
     def _invalidate_paths(self, tree: Tree, paths: set[str], out: Invalidations) -> None:
         find = self._inodes.find

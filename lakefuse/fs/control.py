@@ -1,13 +1,15 @@
 """The control files of a branch, ``<branch>/.lakefuse/``: ``ControlFiles``.
 
-Owns what they read and what writing does: ``commit`` (write a message -> commit the branch's
-written files and staged changes; read -> the last result, "error: ..." if it failed),
-``head`` (the branch's head commit ID) and ``status`` (uncommitted changes, "+ key", "~ key",
-"- key", then files being written).  A write to ``commit`` that ends with a newline commits
-before write(2) returns, so a failed commit fails that write (``echo``, ``printf``, ``tee``
-exit non-zero) with the error's errno; a message without one commits at close, and a failure
-fails close(2).  Reads come from a snapshot taken at offset 0 (one consistent text for a
-reader going on in pieces).
+Owns what they read and when writing runs an operation.  Read-only: ``head`` (the branch's
+head commit ID) and ``status`` (uncommitted changes, "+ key", "~ key", "- key", then files
+being written).  Writable, each running one operation with what was written (``commit``
+here; ``merge``, ``tag``, ``branch`` and ``reset``: ``lakefuse.fs.refops``): a write that ends
+with a newline runs it before write(2) returns, so a failure fails that write (``echo``,
+``printf``, ``tee`` exit non-zero) with the error's errno; text without one runs at close, and
+a failure fails close(2).  Reading a writable file shows its last result in this mount
+("error: ..." if it failed, then one "conflict: PATH" line per conflicting path of a merge).
+Reads come from a snapshot taken at offset 0 (one consistent text for a reader going on in
+pieces).
 """
 
 from __future__ import annotations
@@ -16,10 +18,11 @@ import errno
 import logging
 import os
 
-from lakefuse.errors import InvalidArgument, LakefuseError, ReadOnly
+from lakefuse.errors import InvalidArgument, LakefuseError, MergeConflict, ReadOnly
 from lakefuse.fs.attributes import NodeAttributes
 from lakefuse.fs.handles import ControlHandle, HandleOps, HandleTable
-from lakefuse.fs.nodes import Node
+from lakefuse.fs.nodes import WRITABLE_CONTROL_FILES, Node
+from lakefuse.fs.refops import RefOperations
 from lakefuse.fs.replies import Attributes, OpenResult
 from lakefuse.fs.state import MountState
 from lakefuse.fs.tree import CONTROL_DIR_NAME, Tree
@@ -32,23 +35,25 @@ STATUS_LIMIT = 100_000
 
 
 class ControlFiles(HandleOps):
-    def __init__(self, state: MountState, attributes: NodeAttributes, uploader: Uploader):
+    def __init__(self, state: MountState, attributes: NodeAttributes, uploader: Uploader,
+                 operations: RefOperations):
         self._state = state
         self._handles: HandleTable = state.handles
         self._attrs = attributes.get
         self._uploader = uploader
+        self._operations = operations
 
     def open(self, node: Node, flags: int) -> OpenResult:
         if (flags & os.O_ACCMODE) in (os.O_WRONLY, os.O_RDWR):
-            if node.name != "commit":
+            if node.name not in WRITABLE_CONTROL_FILES:
                 raise OSError(errno.EACCES, f"{CONTROL_DIR_NAME}/{node.name} is read-only")
             if not node.tree.writable:
                 raise ReadOnly("the mount is read-only")
         return OpenResult(self._handles.add(ControlHandle(self, node)), direct_io=True)
 
     def setattr(self, node: Node, size: int | None) -> Attributes:
-        """truncate(2) of ``commit`` is accepted (``>`` opens with O_TRUNC); of the others EACCES."""
-        if size is not None and node.name != "commit":
+        """truncate(2) of a writable one is accepted (``>`` opens with O_TRUNC); of the others EACCES."""
+        if size is not None and node.name not in WRITABLE_CONTROL_FILES:
             raise OSError(errno.EACCES, f"{CONTROL_DIR_NAME}/{node.name} is read-only")
         return self._attrs(node)
 
@@ -60,10 +65,10 @@ class ControlFiles(HandleOps):
         return h.snapshot[offset:offset + size]
 
     def write(self, h: ControlHandle, offset: int, data: bytes) -> int:
-        """A write to ``.lakefuse/commit``: a write ending with a newline completes the message
-        and commits before write(2) returns, so a failed commit fails the writer's write(2)
-        (``echo``, ``printf``, ``tee`` exit non-zero) with the error's errno."""
-        if h.node.name != "commit":
+        """A write to a writable control file: a write ending with a newline completes the text
+        and runs the operation before write(2) returns, so a failure fails the writer's
+        write(2) (``echo``, ``printf``, ``tee`` exit non-zero) with the error's errno."""
+        if h.node.name not in WRITABLE_CONTROL_FILES:
             raise OSError(errno.EBADF, "read-only control file")
         end = offset + len(data)
         if len(h.written) < end:
@@ -71,22 +76,25 @@ class ControlFiles(HandleOps):
         h.written[offset:end] = data
         h.dirty = True
         if data.endswith(b"\n"):
-            self._commit_written(h)
+            self._run_written(h)
         return len(data)
 
     def sync(self, h: ControlHandle, any_descriptor: bool) -> None:
-        """close(2) (or fsync) after a message not ended by a newline: it commits now, and a
-        failure fails close(2)."""
-        self._commit_written(h)
+        """close(2) (or fsync) after text not ended by a newline: the operation runs now, and
+        a failure fails close(2)."""
+        self._run_written(h)
 
-    def _commit_written(self, h: ControlHandle) -> None:
-        """Commit the message written so far, if any."""
+    def _run_written(self, h: ControlHandle) -> None:
+        """Run the operation with the text written so far, if any."""
         if not h.dirty:
             return
         h.dirty = False
-        message = bytes(h.written).replace(b"\0", b"").decode("utf-8", "replace").strip()
+        text = bytes(h.written).replace(b"\0", b"").decode("utf-8", "replace").strip()
         h.written.clear()
-        self.commit(h.node.tree, message)
+        if h.node.name == "commit":
+            self.commit(h.node.tree, text)
+        else:
+            self.run(h.node.tree, h.node.name, text)
 
     # ------------------------------------------------------------------ what they say and do
 
@@ -103,11 +111,25 @@ class ControlFiles(HandleOps):
                 lines.append(f"... more than {STATUS_LIMIT} changes")
             lines.extend(f"+ {p} (being written)" for p in self._state.unstaged.paths(tree))
             return ("\n".join(lines) + "\n" if lines else "").encode()
-        result = tree.last_commit
+        result = tree.control_results.get(node.name)
         if result is None:
             return b""
         status, text = result
         return (f"{text}\n" if status == "ok" else f"error: {text}\n").encode()
+
+    def run(self, tree: Tree, name: str, text: str) -> str:
+        """Run the operation of the control file ``name`` (not ``commit``) of ``tree``; the
+        result is what reading the file shows."""
+        try:
+            result = self._operations.run(tree, name, text)
+        except (LakefuseError, OSError) as exc:
+            message = str(exc) or type(exc).__name__
+            if isinstance(exc, MergeConflict):
+                message += "".join(f"\nconflict: {path}" for path in exc.conflicts)
+            tree.control_results[name] = ("error", message)
+            raise
+        tree.control_results[name] = ("ok", result)
+        return result
 
     def commit(self, tree: Tree, message: str) -> str:
         """Upload the branch's written files, then commit; the result is what reading
@@ -122,8 +144,8 @@ class ControlFiles(HandleOps):
             self._state.stager.flush(tree)
             commit_id = self._state.backend.commit(tree.repo, tree.branch, message)
         except (LakefuseError, OSError) as exc:
-            tree.last_commit = ("error", str(exc) or type(exc).__name__)
+            tree.control_results["commit"] = ("error", str(exc) or type(exc).__name__)
             raise
-        tree.last_commit = ("ok", commit_id)
+        tree.control_results["commit"] = ("ok", commit_id)
         log.info("committed %s/%s: %s", tree.repo, tree.branch, commit_id)
         return commit_id

@@ -5,13 +5,18 @@
 only translates.  Layout of a mount (the root may also be one repository, or one ref)::
 
     /<repo>/                       branches and tags (readdir); any ref expression, commit ID
-                                   or unique prefix of one resolves on lookup (read-only)
+                                   or unique prefix of one resolves on lookup (read-only);
+                                   mkdir creates a branch from the default branch, rmdir
+                                   deletes one if that loses no work
     /<repo>/<branch>/a/b.csv       objects, split on '/'; directories implied by keys, or
                                    persisted empty as a zero-size marker object ``a/``
     /<repo>/<branch>/.lakefuse/    control directory (hidden from readdir):
         commit                     write a message -> commit (when a write ends with a newline,
                                    else at close; a failure fails that write or close with the
                                    error's errno); read -> the last result
+        merge, tag, branch, reset  the same, with one line: SOURCE_REF [STRATEGY] merged into
+                                   the branch; NAME of a tag or branch made at its head; a
+                                   prefix whose uncommitted changes are dropped ('.': all)
         head                       the branch's head commit ID
         status                     uncommitted changes: "+ key", "~ key", "- key"
 
@@ -23,8 +28,11 @@ part that does (one method call).  The parts share one ``MountState`` (``state``
 - ``files.Files``: open, create, read, write, flush, fsync, release (FUSE passthrough, direct
   I/O); ``uploads.Uploader``: spools, tails, uploads.
 - ``readdir.Readdir``: opendir, readdir.  ``namespace.Namespace``: mkdir, rmdir, unlink,
-  rename.  ``metadata.Metadata``: setattr.  ``xattrs.Xattrs``: extended attributes.
-- ``control.ControlFiles``: ``.lakefuse/``.  ``changes.ChangeFeed``: other writers' changes.
+  rename.  ``refdirs.RefDirectories``: mkdir and rmdir of branch directories.
+  ``metadata.Metadata``: setattr.  ``xattrs.Xattrs``: extended attributes.
+- ``control.ControlFiles``: ``.lakefuse/``, with ``refops.RefOperations`` (merge, tag,
+  branch, reset).  ``changes.ChangeFeed``: other writers' changes, and this mount's merges
+  and resets, as kernel invalidations.
 - ``handles``: the typed handle of each ``fh``, which names the part serving it.
   ``replies``: what calls return.
 
@@ -58,6 +66,8 @@ from lakefuse.fs.namespace import Namespace
 from lakefuse.fs.nodes import Node, NodeKind
 from lakefuse.fs.passthrough import BackingFiles, Passthrough
 from lakefuse.fs.readdir import Readdir
+from lakefuse.fs.refdirs import RefDirectories
+from lakefuse.fs.refops import RefOperations
 from lakefuse.fs.replies import BLOCK_SIZE, Attributes, Invalidations, OpenResult, WouldBlock
 from lakefuse.fs.state import MountState
 from lakefuse.fs.tree import MAX_NAME_BYTES, Tree
@@ -97,8 +107,9 @@ class LakeFilesystem:
         self._namespace = Namespace(state, inodes, attributes, uploader)
         self._metadata = metadata = Metadata(state, inodes, attributes, files)
         self._xattrs = Xattrs(inodes, metadata, uploader)
-        self._control = ControlFiles(state, attributes, uploader)
-        self._changes = ChangeFeed(state, inodes)
+        self._changes = changes = ChangeFeed(state, inodes)
+        self._control = ControlFiles(state, attributes, uploader, RefOperations(state, changes, files))
+        self._refdirs = RefDirectories(state, inodes, attributes)
         inodes.set_root(repo, ref)
 
     @property
@@ -131,6 +142,14 @@ class LakeFilesystem:
     def watched(self) -> bool:
         """Whether branch metadata is kept long and ``poll_changes`` must be called (often)."""
         return self._changes.watched
+
+    def set_kernel_invalidator(self, invalidate: Callable[[Invalidations], None] | None) -> None:
+        """``invalidate(Invalidations)`` tells the kernel to drop names and attributes that an
+        operation through this mount just made stale (a merge or reset through
+        ``.lakefuse/``), before that operation returns.  Called from a worker thread, holding
+        no lock of the filesystem's.  The adapter sets it; without one the kernel keeps them
+        until they expire."""
+        self.state.kernel_invalidator = invalidate
 
     def poll_changes(self) -> Invalidations:
         """Forget what other writers changed on the watched branches since the last poll, and
@@ -171,10 +190,17 @@ class LakeFilesystem:
         h.ops.readdir(h, offset, add, blocking)
 
     def mkdir(self, parent_ino: int, name: bytes | str, mode: int) -> Attributes:
-        return self._namespace.mkdir(self.table.get(parent_ino), name, mode)
+        parent = self.table.get(parent_ino)
+        if parent.kind is NodeKind.REPOSITORY:  # a new branch
+            return self._refdirs.mkdir(parent, name, mode)
+        return self._namespace.mkdir(parent, name, mode)
 
     def rmdir(self, parent_ino: int, name: bytes | str) -> None:
-        self._namespace.rmdir(self.table.get(parent_ino), name)
+        parent = self.table.get(parent_ino)
+        if parent.kind is NodeKind.REPOSITORY:  # a branch
+            self._refdirs.rmdir(parent, name)
+        else:
+            self._namespace.rmdir(parent, name)
 
     def unlink(self, parent_ino: int, name: bytes | str, blocking: bool = True) -> None:
         """``blocking=False``: WouldBlock unless it is a deletion queued from memory."""

@@ -221,3 +221,8 @@ class HandleTable:
     def pop(self, fh: int) -> Handle | None:
         with self._lock:
             return self._handles.pop(fh, None)
+
+    def all(self) -> list[Handle]:
+        """Every open handle (a copy)."""
+        with self._lock:
+            return list(self._handles.values())

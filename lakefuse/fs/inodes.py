@@ -20,6 +20,7 @@ from lakefuse.errors import LakefuseError, ReadOnly
 from lakefuse.fs.attributes import NodeAttributes
 from lakefuse.fs.backend import MountRef
 from lakefuse.fs.nodes import (
+    CONTROL_FILES,
     REPOSITORIES_KEY,
     ROOT_INODE,
     Node,
@@ -32,8 +33,6 @@ from lakefuse.fs.nodes import (
 from lakefuse.fs.replies import Attributes, WouldBlock
 from lakefuse.fs.state import MountState
 from lakefuse.fs.tree import CONTROL_DIR_NAME, MAX_NAME_BYTES, ROOT_STAT, PathStat, Tree, decode_name
-
-CONTROL_FILES = ("commit", "head", "status")
 
 _DIR, _FILE = NodeKind.DIR, NodeKind.FILE
 _INF = float("inf")

@@ -2,9 +2,10 @@
 kernel mount) without a database or object storage.
 
 It implements the lakeFS model just far enough: repositories, branches with a staging area,
-tags, commits with parents, ref expressions (``~N``, ``^N``, commit ID prefixes), listings with
-prefix / delimiter / after served from sorted key lists (bisect, no full scans), uncommitted
-changes, and object bytes kept in a dict.  ``calls`` counts every method call by name so tests
+tags, commits with parents, three-way merges by key, resets, ref expressions (``~N``, ``^N``,
+commit ID prefixes), listings with prefix / delimiter / after served from sorted key lists
+(bisect, no full scans), uncommitted changes, and object bytes kept in a dict.  Names of new
+branches and tags follow the core's rules (``validate_ref_name``); no hooks run.  ``calls`` counts every method call by name so tests
 can assert how much work an operation did.  Its change feed (``branch_changes``) counts the
 ``LakeBackend`` methods as the mount's own writes and the test helpers (``put_object``,
 ``put_entries``, ``delete_object``) as another process's.  ``local_storage`` is what ``stores_locally`` says:
@@ -29,14 +30,18 @@ from lakefuse.errors import (
     AlreadyExists,
     AmbiguousRef,
     CorruptedData,
+    DirtyBranch,
     InvalidArgument,
+    MergeConflict,
     NoChanges,
     ObjectNotFound,
     RefNotFound,
     RepositoryNotFound,
 )
 from lakefuse.fs.backend import ChangeKind, ListedItem, MountRef, MountRefKind, UncommittedChange
+from lakefuse.graveler.merge import MergeStrategy, parse_strategy
 from lakefuse.graveler.model import Entry
+from lakefuse.graveler.refexpr import validate_ref_name
 
 _EXPR_RE = re.compile(r"^(?P<base>[^~^]+)(?P<ops>(?:[~^]\d*)*)$")
 _OP_RE = re.compile(r"([~^])(\d*)")
@@ -106,19 +111,6 @@ class MemoryBackend:
             self._repos[repo] = r
             return initial.id
 
-    def create_branch(self, repo: str, branch: str, source: str) -> None:
-        with self._lock:
-            r = self._repo(repo)
-            if branch in r.branches or branch in r.tags:
-                raise AlreadyExists(f"ref {branch!r} already exists")
-            r.branches[branch] = _Branch(head=self._resolve(r, source).commit_id)
-
-    def create_tag(self, repo: str, tag: str, ref: str) -> None:
-        with self._lock:
-            r = self._repo(repo)
-            if tag in r.tags or tag in r.branches:
-                raise AlreadyExists(f"ref {tag!r} already exists")
-            r.tags[tag] = self._resolve(r, ref).commit_id
 
     def put_object(self, repo: str, branch: str, key: str, data: bytes, *, mtime: int | None = None,
                    metadata: Mapping[str, str] | None = None) -> Entry:
@@ -316,6 +308,96 @@ class MemoryBackend:
             return cursor, sorted(key for key, (version, by_mount) in b.changed.items()
                                   if version > since[2] and not by_mount)
 
+    # ------------------------------------------------------------------ refs (also test helpers)
+
+    def default_branch(self, repo: str) -> str:
+        self.calls["default_branch"] += 1
+        return self._repo(repo).default_branch
+
+    def create_branch(self, repo: str, branch: str, source: str) -> MountRef:
+        self.calls["create_branch"] += 1
+        validate_ref_name(branch, "branch")
+        with self._lock:
+            r = self._repo(repo)
+            if branch in r.branches or branch in r.tags:
+                raise AlreadyExists(f"ref {branch!r} already exists")
+            head = self._resolve(r, source).commit_id
+            r.branches[branch] = _Branch(head=head)
+            return MountRef(MountRefKind.BRANCH, branch, head)
+
+    def delete_branch(self, repo: str, branch: str) -> None:
+        self.calls["delete_branch"] += 1
+        with self._lock:
+            r = self._repo(repo)
+            if branch == r.default_branch:
+                raise InvalidArgument(f"cannot delete {branch!r}: it is the default branch")
+            self._branch(r, branch)
+            del r.branches[branch]
+
+    def create_tag(self, repo: str, tag: str, ref: str) -> str:
+        self.calls["create_tag"] += 1
+        validate_ref_name(tag, "tag")
+        with self._lock:
+            r = self._repo(repo)
+            if tag in r.tags or tag in r.branches:
+                raise AlreadyExists(f"ref {tag!r} already exists")
+            r.tags[tag] = self._resolve(r, ref).commit_id
+            return r.tags[tag]
+
+    def merge(self, repo: str, dest: str, source: str, strategy: str | None = None) -> str:
+        """Three-way merge by key (the core's table, without ranges); "Merge 'SOURCE' into 'DEST'"."""
+        self.calls["merge"] += 1
+        wins = parse_strategy(strategy)
+        with self._lock:
+            r = self._repo(repo)
+            b = self._branch(r, dest)
+            source_id = self._resolve(r, source).commit_id
+            head = r.commits[b.head]
+            if any(head.tree.get(key) != entry for key, entry in b.staging.items()):
+                raise DirtyBranch(f"merge of {source!r} into {dest!r}: branch {dest!r} has uncommitted changes")
+            base_id = self._merge_base(r, source_id, head.id)
+            if base_id == source_id:
+                raise NoChanges(f"nothing to merge, {source!r} is already contained in {dest!r}")
+            base = r.commits[base_id].tree if base_id is not None else {}
+            theirs = r.commits[source_id].tree
+            tree, conflicts = dict(head.tree), []
+            for key in sorted(set(base) | set(theirs) | set(head.tree)):
+                was, new, ours = base.get(key), theirs.get(key), head.tree.get(key)
+                if new == was or new == ours:
+                    continue
+                if ours != was and wins is not MergeStrategy.SOURCE_WINS:
+                    if wins is None:
+                        conflicts.append(key)
+                    continue
+                if new is None:
+                    tree.pop(key, None)
+                else:
+                    tree[key] = new
+            if conflicts:
+                raise MergeConflict(f"merge of {source!r} into {dest!r}: {len(conflicts)} conflicting path(s)",
+                                    conflicts=conflicts)
+            c = self._new_commit(r, (head.id, source_id), f"Merge '{source}' into '{dest}'", tree)
+            self._moved(b, c.id)
+            return c.id
+
+    def reset(self, repo: str, branch: str, prefix: str | None) -> None:
+        self.calls["reset"] += 1
+        with self._lock:
+            b = self._branch(self._repo(repo), branch)
+            if prefix:
+                b.staging = {key: entry for key, entry in b.staging.items() if not key.startswith(prefix)}
+            else:
+                b.staging = {}
+            self._moved(b, b.head)
+
+    def contained_elsewhere(self, repo: str, branch: str) -> bool:
+        self.calls["contained_elsewhere"] += 1
+        with self._lock:
+            r = self._repo(repo)
+            head = self._branch(r, branch).head
+            others = [b.head for name, b in r.branches.items() if name != branch] + list(r.tags.values())
+            return any(head in self._ancestors(r, commit_id) for commit_id in others)
+
     def open_reader(self, repo: str, entry: Entry) -> BytesReader:
         self.calls["open_reader"] += 1
         try:
@@ -346,6 +428,36 @@ class MemoryBackend:
         return Entry(physical_address=address, size=len(data), mtime=int(mtime),
                      checksum=ContentHasher(data).hexdigest(),
                      content_type=content_type or "application/octet-stream", metadata=dict(metadata))
+
+    @staticmethod
+    def _moved(b: _Branch, head: str) -> None:
+        """The branch is now at ``head`` with its staging as it is: the change feed says so."""
+        b.head, b.view, b.view_keys = head, None, None
+        b.epoch += 1
+        b.changed.clear()
+
+    @staticmethod
+    def _ancestors(r: _Repo, commit_id: str) -> set[str]:
+        seen, todo = set(), [commit_id]
+        while todo:
+            cid = todo.pop()
+            if cid not in seen:
+                seen.add(cid)
+                todo.extend(r.commits[cid].parents)
+        return seen
+
+    def _merge_base(self, r: _Repo, left: str, right: str) -> str | None:
+        """The first ancestor of ``left``, breadth first, that is also one of ``right``."""
+        theirs = self._ancestors(r, right)
+        queue, seen = collections.deque([left]), set()
+        while queue:
+            cid = queue.popleft()
+            if cid in theirs:
+                return cid
+            if cid not in seen:
+                seen.add(cid)
+                queue.extend(r.commits[cid].parents)
+        return None
 
     def _new_commit(self, r: _Repo, parents: tuple[str, ...], message: str, tree: dict[str, Entry]) -> _Commit:
         self._counter += 1

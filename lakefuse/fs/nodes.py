@@ -23,6 +23,11 @@ from lakefuse.fs.tree import CONTROL_DIR_NAME
 
 ROOT_INODE = 1
 
+#: the files of a branch's control directory (``lakefuse.fs.control``), in listing order
+CONTROL_FILES = ("branch", "commit", "head", "merge", "reset", "status", "tag")
+#: those a write runs an operation through (the others are read-only)
+WRITABLE_CONTROL_FILES = frozenset(("branch", "commit", "merge", "reset", "tag"))
+
 #: the index key of a node: made by the constructors below, compared and hashed, never taken apart
 NodeKey = tuple
 

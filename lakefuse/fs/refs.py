@@ -3,7 +3,9 @@
 Owns the mount's ``Tree`` of each ref (one per branch, one per tag or commit), the short-lived
 caches of names that are not paths in a tree (what a ref name resolves to, which repositories
 exist), and how long the kernel may trust each: a full commit ID forever, a tag for a minute,
-a branch for ``branch_ttl`` (``watched_branch_ttl`` inside a watched branch).
+a branch for ``branch_ttl`` (``watched_branch_ttl`` inside a watched branch); and what a
+branch created or deleted through this mount leaves of them (``branch_created``,
+``branch_deleted``).
 """
 
 from __future__ import annotations
@@ -43,6 +45,35 @@ class Refs:
                 tree = Tree(state.backend, repo, ref, writable=writable, ttl=ttl, change_feed=feed)
                 self._trees[key] = tree
             return tree
+
+    def branch_tree(self, repo: str, branch: str) -> Tree | None:
+        """The tree of branch ``branch`` if this mount made one."""
+        with self._state.lock:
+            return self._trees.get(tree_key(repo, MountRef(MountRefKind.BRANCH, branch, "")))
+
+    def branch_created(self, repo: str, ref: MountRef) -> None:
+        """The branch ``ref`` was just created through this mount: its name resolves to it,
+        and whatever the mount knew of an earlier branch of that name is gone."""
+        self._drop_branch_tree(repo, ref.name)
+        self.remember(repo, ref, time.monotonic())
+
+    def branch_deleted(self, repo: str, name: str) -> None:
+        """The branch ``name`` was just deleted through this mount: its name resolves again,
+        and its nodes no longer stand for anything."""
+        with self._state.lock:
+            self._ref_cache.pop((repo, name), None)
+        self._drop_branch_tree(repo, name)
+
+    def _drop_branch_tree(self, repo: str, name: str) -> None:
+        tree = self.branch_tree(repo, name)
+        if tree is None:
+            return
+        tree.forget_all()
+        tree.control_results.clear()
+        table = self._state.table
+        for node in table.nodes():
+            if node.tree is tree:
+                table.detach(node)
 
     def trees(self) -> list[Tree]:
         with self._state.lock:

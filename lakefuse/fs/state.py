@@ -15,12 +15,14 @@ import collections
 import os
 import threading
 import time
+from typing import Callable
 
 from lakefuse.fs.backend import LakeBackend
 from lakefuse.fs.handles import HandleTable
 from lakefuse.fs.nodes import InodeTable, Node
 from lakefuse.fs.owned import OwnedObjects
 from lakefuse.fs.refs import Refs
+from lakefuse.fs.replies import Invalidations
 from lakefuse.fs.stager import Stager
 from lakefuse.fs.tree import PathStat, Tree, dir_prefix
 
@@ -140,3 +142,6 @@ class MountState:
         self.stager = Stager(backend, staged=self.unstaged.entry_staged)
         self.owned = OwnedObjects(backend, self.stager)
         self.refs = Refs(self)
+        #: tells the kernel to drop names and attributes an operation through this mount made
+        #: stale (a merge or reset through ``.lakefuse/``); set by the adapter, else None
+        self.kernel_invalidator: Callable[[Invalidations], None] | None = None

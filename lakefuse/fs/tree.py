@@ -189,8 +189,9 @@ class Tree:
         self.change_feed = change_feed
         self.change_cursor: object | None = None
         self._last_changed: set[str] | None = set()  # what the last poll reported (see poll_changes)
-        #: result of the last commit through the control file: ("ok", commit_id) or ("error", text)
-        self.last_commit: tuple[str, str] | None = None
+        #: the last result of each writable control file (``lakefuse.fs.control``): name ->
+        #: ("ok", text) or ("error", text)
+        self.control_results: dict[str, tuple[str, str]] = {}
 
     def __repr__(self) -> str:
         return f"Tree({self.repo}/{self.ref.name})"

@@ -7,7 +7,8 @@ Owns the kernel mount options (``fsname``/``subtype`` so ``mount`` and ``df`` sa
 requests), the request spinner (``spin.py``: the loop keeps polling for ``spin`` seconds after
 each request), the change watcher (every ``change_poll`` seconds ``LakeFilesystem.poll_changes``
 says what other writers changed on the branches, and the kernel's entries and attributes of
-those paths are invalidated), the mount's status file (``status.py``: written once ready, when
+those paths are invalidated; a merge or reset through ``.lakefuse/`` invalidates at once, from
+the thread that ran it), the mount's status file (``status.py``: written once ready, when
 the error counters of ``LakeOperations`` change, and at the end, when the counters are also
 logged), and the end: SIGTERM/SIGINT/SIGHUP upload written files, then unmount; an external
 ``umount`` ends the loop the same way.
@@ -110,6 +111,7 @@ def serve(fs: LakeFilesystem, mountpoint: str, options: MountOptions,
     ops = LakeOperations(fs, worker_threads=options.worker_threads, spinner=spinner,
                          passthrough=options.passthrough, passthrough_branches=options.passthrough_branches,
                          writeback_cache=options.writeback_cache)
+    fs.set_kernel_invalidator(invalidate_kernel_caches)  # a merge or reset through .lakefuse/
     try:
         pyfuse3.init(ops, mountpoint, kernel_options(options))
     except RuntimeError as exc:

@@ -197,7 +197,7 @@ def test_readdir_stops_when_buffer_full_without_counting_lookups(fs, drive):
 
 def test_control_directory_is_hidden_but_reachable(drive):
     assert ".lakefuse" not in drive.listdir("sales/main")
-    assert drive.listdir("sales/main/.lakefuse") == ["commit", "head", "status"]
+    assert drive.listdir("sales/main/.lakefuse") == ["branch", "commit", "head", "merge", "reset", "status", "tag"]
 
 
 def test_keys_that_cannot_be_names_are_skipped(backend, drive):
@@ -513,7 +513,7 @@ def test_reserved_control_name_and_links_are_refused(drive, fs):
         assert errno_of(exc) == errno.EPERM
     assert stat.S_ISREG(fs.mknod(main, "plain", stat.S_IFREG | 0o644).mode)
     with pytest.raises(ERRORS) as exc:
-        fs.mkdir(drive.ino("sales"), "newbranch", 0o755)
+        fs.mkdir(1, "newrepo", 0o755)  # repositories are made with the CLI (branches with mkdir)
     assert errno_of(exc) == errno.EPERM
 
 
@@ -573,12 +573,15 @@ def test_commit_uploads_files_still_open_for_writing(fs, drive, backend):
     fs.release(result.fh)
 
 
-def test_control_files_refuse_writes_except_commit(fs, drive):
+def test_control_files_refuse_writes_except_the_operations(fs, drive):
     for name in ("head", "status"):
         with pytest.raises(ERRORS) as exc:
             fs.open(drive.ino(f"sales/main/.lakefuse/{name}"), os.O_WRONLY)
         assert errno_of(exc) == errno.EACCES
-    assert fs.open(drive.ino("sales/main/.lakefuse/commit"), os.O_WRONLY).direct_io
+        assert drive.stat(f"sales/main/.lakefuse/{name}").mode & 0o777 == 0o444
+    for name in ("branch", "commit", "merge", "reset", "tag"):
+        assert fs.open(drive.ino(f"sales/main/.lakefuse/{name}"), os.O_WRONLY).direct_io
+        assert drive.stat(f"sales/main/.lakefuse/{name}").mode & 0o777 == 0o644
 
 
 # ------------------------------------------------------------------ other writers

@@ -241,7 +241,7 @@ def test_bad_input_gets_clear_errnos(lake, branch):
     assert errno_of(lambda: os.link(branch / "readme.md", branch / "hard")) == errno.EPERM
     assert errno_of(lambda: os.mkfifo(branch / "fifo")) == errno.EPERM
     assert errno_of(lambda: os.rmdir(branch / "data")) == errno.ENOTEMPTY
-    assert errno_of(lambda: os.mkdir(lake / "sales/newbranch")) == errno.EPERM
+    assert errno_of(lambda: os.mkdir(lake / "newrepo")) == errno.EPERM  # repositories: the CLI
     assert ".lakefuse" not in os.listdir(branch)
     (branch / ("y" * 255)).write_text("fine")
 
