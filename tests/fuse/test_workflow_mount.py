@@ -223,18 +223,24 @@ def test_reset_drops_changes_and_files_being_written_whose_handles_then_answer_e
     (branch / "out/closed.parquet").write_bytes(b"closed")
     (branch / "kept.txt").write_text("kept")
     (branch / "data/a.csv").write_text("changed")
-    writer = os.open(branch / "out/open.parquet", os.O_WRONLY | os.O_CREAT, 0o644)
+    # served by the mount (read-write), and written by the kernel into its spool (write-only
+    # from empty: see docs/mount.md#kernel-writes)
+    writer = os.open(branch / "out/open.parquet", os.O_RDWR | os.O_CREAT, 0o644)
+    kernel_writer = os.open(branch / "out/kernel.parquet", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     reader = os.open(branch / "readme.md", os.O_RDONLY)
     try:
         os.write(writer, b"half")
+        os.write(kernel_writer, b"half")
         done = sh('echo out/ > "$B/.lakefuse/reset"', B=str(branch))
         assert done.returncode == 0, done.stderr
         assert errno_of(lambda: os.write(writer, b" more")) == errno.ESTALE
+        os.write(kernel_writer, b" more")  # the kernel writes on, into the detached spool
         assert os.read(reader, 100) == b"# sales\n"
     finally:
         close_errno = errno_of(lambda: os.close(writer))
+        kernel_close_errno = errno_of(lambda: os.close(kernel_writer))
         os.close(reader)
-    assert close_errno == errno.ESTALE
+    assert close_errno == kernel_close_errno == errno.ESTALE
     assert not (branch / "out").exists()  # at once, though this mount polls every 30 s
     assert (branch / "data/a.csv").read_text() == "changed"
     assert sorted((branch / ".lakefuse/status").read_text().splitlines()) == ["+ kept.txt", "~ data/a.csv"]
