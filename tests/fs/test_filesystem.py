@@ -156,7 +156,10 @@ def test_readdir_of_100k_entries_pages_through_the_backend(backend, tmp_path, ma
     assert elapsed < 20
 
 
-def test_a_second_listing_is_answered_from_kept_pages_without_blocking(fs, drive, backend):
+def test_a_second_listing_is_answered_from_kept_pages_without_blocking(backend, tmp_path, make_driver):
+    # pages are kept for the branch's TTL: long here, so a loaded machine cannot expire them
+    fs = LakeFilesystem(backend, spool_dir=str(tmp_path / "spool"), branch_ttl=600.0)
+    drive = make_driver(fs)
     backend.put_entries("sales", "main", [(f"d/f{i:04d}", b"x") for i in range(2500)])
     fs.readdir_page = 1000
     ino = drive.ino("sales/main/d")
