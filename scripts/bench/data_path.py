@@ -24,6 +24,8 @@ from pathlib import Path
 
 from mount_common import LakeHome, lakefuse_mount
 
+from lakefuse.errors import ObjectNotFound
+
 MiB = 1024 * 1024
 
 
@@ -47,6 +49,19 @@ def dd_4k(target: Path, mib: int) -> float:
     seconds = time.perf_counter() - started
     os.unlink(target)
     return mib * MiB / 1e6 / seconds
+
+
+def wait_staged(home: LakeHome, key: str, size: int, timeout: float = 60.0) -> None:
+    """Until the branch has ``key`` staged with ``size`` bytes (new files are staged in batches)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if home.catalog.stat("bench", "main", key).size == size:
+                return
+        except ObjectNotFound:
+            pass
+        time.sleep(0.05)
+    raise RuntimeError(f"{key} was not staged within {timeout} s")
 
 
 def write_file(path: Path, mib: int) -> None:
@@ -145,7 +160,8 @@ def main() -> None:
             os.unlink(target)
         target = branch / "big-committed.log"
         write_file(target, args.big_mib)
-        time.sleep(1)  # the mount's close staged it; the commit (through the core) takes it
+        os.getxattr(target, "lakefuse.checksum")  # stored (a file the kernel wrote: at its release)
+        wait_staged(home, "big-committed.log", args.big_mib * MiB)  # the commit (through the core) takes it
         home.catalog.commit("bench", "main", "big file", "bench")
         time.sleep(args.settle)
         times, grown = with_storage(namespace, args.settle, lambda: appends(target))
