@@ -20,6 +20,8 @@ the size only.
 from __future__ import annotations
 
 import hashlib
+import mmap
+import os
 import re
 
 import blake3
@@ -27,6 +29,8 @@ import blake3
 BLAKE3_PREFIX = "blake3:"
 _BLAKE3_RE = re.compile(r"^blake3:[0-9a-f]{64}$")
 _HEX_RE = re.compile(r"^[0-9a-f]+$")
+#: files at least this big are hashed memory-mapped (``ContentHasher.update_file``)
+_MAP_MIN_BYTES = 1024 * 1024
 #: hex digest length -> hashlib name, for checksums written without a prefix
 _HEX_DIGESTS = {64: "sha256", 32: "md5"}
 
@@ -44,6 +48,18 @@ class ContentHasher:
 
     def update(self, data) -> None:
         self._hash.update(data)
+
+    def update_file(self, fd: int, size: int) -> None:
+        """``update`` with the first ``size`` bytes of the open file ``fd``, memory-mapped
+        (no copy out of the page cache: a third faster than reading it in chunks).  Only for a
+        file nothing truncates meanwhile (a spool): a mapped page cut off is SIGBUS."""
+        if size <= 0:
+            return
+        if size < _MAP_MIN_BYTES:
+            self._hash.update(os.pread(fd, size, 0))
+            return
+        with mmap.mmap(fd, size, prot=mmap.PROT_READ) as mapped:
+            self._hash.update(mapped)
 
     def hexdigest(self) -> str:
         return BLAKE3_PREFIX + self._hash.hexdigest()

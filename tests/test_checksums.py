@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 
 import blake3
 import pytest
@@ -56,3 +57,18 @@ def test_verifier_recomputes_blake3_sha256_and_md5(make):
                                       "sha1:" + "0" * 40])
 def test_verifier_knows_nothing_of_opaque_checksums(checksum):
     assert verifier_hasher(checksum) is None
+
+
+@pytest.mark.parametrize("size", [0, 1, 4096, 1024 * 1024 - 1, 3 * 1024 * 1024 + 17])
+def test_hashing_a_file_equals_hashing_its_bytes(tmp_path, size):
+    data = os.urandom(size)
+    (tmp_path / "spool").write_bytes(data + b"not hashed")
+    fd = os.open(tmp_path / "spool", os.O_RDONLY)
+    try:
+        from_file = content_hasher()
+        from_file.update_file(fd, size)
+    finally:
+        os.close(fd)
+    from_bytes = content_hasher()
+    from_bytes.update(data)
+    assert from_file.hexdigest() == from_bytes.hexdigest()

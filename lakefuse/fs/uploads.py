@@ -387,8 +387,7 @@ class Uploader:
             spool.seal()
             if hasher is None and spool.size() >= HASH_STATE_MIN_BYTES:
                 hasher = self._backend.content_hasher()
-                for position in range(0, spool.size(), HASH_CHUNK):
-                    hasher.update(spool.read(position, HASH_CHUNK))
+                hasher.update_file(spool.fd, spool.size())
         mtime, metadata, content_type = self._upload_settings(of)
         if not durable:
             self.unsynced.add(tree.repo)
