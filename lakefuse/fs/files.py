@@ -109,7 +109,7 @@ class Files(HandleOps):
         if (of.handles != 1 or self.writeback_cache or spool is None or spool.sealed or spool.adopted
                 or not self._uploader.known_local(of.node.tree.repo)):
             return NO_GRANT
-        grant = self.passthrough.open_for_writes(of.passthrough, spool.path)
+        grant = self.passthrough.open_for_writes(of.passthrough, spool.path, spool.fd)
         if grant.backing_id:
             self._uploader.stop_tail(of)
             spool.kernel_writes = True

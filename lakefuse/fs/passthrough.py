@@ -62,8 +62,11 @@ _UNSUPPORTED = {errno.EPERM, errno.ENOTTY, errno.EOPNOTSUPP, errno.EINVAL, errno
 class BackingFiles(Protocol):
     """The kernel side (``lakefuse.fuse.passthrough.KernelBackingFiles``)."""
 
-    def open(self, path: str, writable: bool = False) -> int:
-        """Register the file at ``path`` (``writable``: the kernel also writes into it); its
+    def open(self, path: str) -> int:
+        """Register the file at ``path`` for reading; its backing ID (> 0).  OSError on failure."""
+
+    def register(self, fd: int) -> int:
+        """Register the file open as ``fd`` (read-write: the kernel also writes into it); its
         backing ID (> 0).  OSError on failure."""
 
     def close(self, backing_id: int) -> None: ...
@@ -118,13 +121,14 @@ class Passthrough:
         state.backing_id, state.path, state.handles = backing_id, local_file, 1
         return Grant(backing_id)
 
-    def open_for_writes(self, state: PassthroughState, spool_path: str) -> Grant:
+    def open_for_writes(self, state: PassthroughState, spool_path: str, spool_fd: int) -> Grant:
         """The file's only handle, which writes from empty: the kernel writes into the spool
-        at ``spool_path`` itself, or NO_GRANT (the mount serves the handle as usual)."""
+        (``spool_fd``, open read-write, at ``spool_path``) itself, or NO_GRANT (the mount
+        serves the handle as usual)."""
         if state.backing_id or not self.enabled:
             return NO_GRANT
         try:
-            backing_id = self._backings.open(spool_path, writable=True)
+            backing_id = self._backings.register(spool_fd)
         except OSError as exc:
             if exc.errno in _UNSUPPORTED:
                 self.enabled = False

@@ -385,7 +385,7 @@ class Uploader:
         cursor = tree.change_cursor  # before storing: what the branch was at most
         if move:
             spool.seal()
-            if hasher is None and spool.size() >= HASH_STATE_MIN_BYTES:
+            if hasher is None:  # from the open spool: storage need not open the file again
                 hasher = self._backend.content_hasher()
                 hasher.update_file(spool.fd, spool.size())
         mtime, metadata, content_type = self._upload_settings(of)

@@ -55,19 +55,23 @@ def granted_session_fd() -> int:
 
 
 class KernelBackingFiles:
-    """``open(path, writable) -> backing ID`` and ``close(backing ID)`` on one FUSE session."""
+    """``open(path) -> backing ID``, ``register(fd) -> backing ID`` and ``close(backing ID)`` on
+    one FUSE session."""
 
     def __init__(self, session_fd: int):
         self._session_fd = session_fd
 
-    def open(self, path: str, writable: bool = False) -> int:
-        # the kernel writes through the descriptor registered: read-write for a spool
-        fd = os.open(path, (os.O_RDWR if writable else os.O_RDONLY) | os.O_CLOEXEC)
+    def open(self, path: str) -> int:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         try:  # the kernel keeps its own reference to the file
-            backing_id = fcntl.ioctl(self._session_fd, FUSE_DEV_IOC_BACKING_OPEN,
-                                     bytearray(_BACKING_MAP.pack(fd, 0, 0)), True)
+            return self.register(fd)
         finally:
             os.close(fd)
+
+    def register(self, fd: int) -> int:
+        """The file open as ``fd`` (the kernel writes through it if it is open for writing)."""
+        backing_id = fcntl.ioctl(self._session_fd, FUSE_DEV_IOC_BACKING_OPEN,
+                                 bytearray(_BACKING_MAP.pack(fd, 0, 0)), True)
         if backing_id <= 0:
             raise OSError(errno.EIO, "the kernel returned no backing ID")
         return backing_id

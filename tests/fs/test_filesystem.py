@@ -726,7 +726,9 @@ def test_a_write_that_is_not_an_append_abandons_the_stream(fs, drive, backend, m
     fs.write(result.fh, 10, b"PATCH")
     payload[10:15] = b"PATCH"
     fs.release(result.fh)
-    assert backend.calls["store_file"] == 1 and backend.calls["store_file with checksum"] == 0
+    # stored once, with the checksum of the patched bytes (the memory backend checks a given
+    # checksum against the bytes: the stream's hash of the unpatched ones would fail it)
+    assert backend.calls["store_file"] == 1
     assert drive.read("sales/main/patched.bin") == bytes(payload)
 
 

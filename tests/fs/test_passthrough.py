@@ -5,6 +5,7 @@ follow them, with a recording stand-in for the kernel's backing-file registry.""
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
 
 import pytest
@@ -25,11 +26,19 @@ class RecordingBackings:
         self.opened = 0
         self.writable: set[int] = set()
 
-    def open(self, path: str, writable: bool = False) -> int:
+    def open(self, path: str) -> int:
+        if self.fail is None:
+            with open(path, "rb"):  # the kernel needs a file it can open
+                pass
+        return self._registered(path, writable=False)
+
+    def register(self, fd: int) -> int:
+        writable = os.O_ACCMODE & fcntl.fcntl(fd, fcntl.F_GETFL) == os.O_RDWR
+        return self._registered(os.readlink(f"/proc/self/fd/{fd}"), writable)
+
+    def _registered(self, path: str, writable: bool) -> int:
         if self.fail is not None:
             raise OSError(self.fail, os.strerror(self.fail))
-        with open(path, "r+b" if writable else "rb"):  # the kernel needs a file it can open
-            pass
         backing_id, self.next_id = self.next_id, self.next_id + 1
         self.open_ids[backing_id] = path
         self.writable.add(backing_id) if writable else None
