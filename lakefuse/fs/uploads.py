@@ -25,7 +25,7 @@ import logging
 import os
 import time
 
-from lakefuse.checksums import ContentHasher
+from lakefuse.checksums import ContentHasher, content_hasher
 from lakefuse.errors import LakefuseError
 from lakefuse.fs.attributes import MTIME_NS_KEY, clear_set_id_bits
 from lakefuse.fs.handles import RELEASE_WAIT, OpenFile
@@ -50,6 +50,10 @@ ADOPT_MIN_BYTES = 256 * 1024
 #: the most bytes below the end of an appended-in-place file compared with a write's
 #: (``spool_for_write``: the writeback cache's whole pages)
 REPEAT_CHECK_BYTES = 1024 * 1024
+
+
+#: the checksum of no bytes (directory markers)
+_EMPTY_CHECKSUM = content_hasher().hexdigest()
 
 
 class Uploader:
@@ -439,8 +443,8 @@ class Uploader:
         """Store and stage an empty object (a directory marker)."""
         spool = Spool(self._state.spool_dir)
         self.unsynced.add(tree.repo)
-        try:
+        try:  # moved into storage, not fsynced (the checksum given: storage does not read it)
             return self._backend.upload_file(tree.repo, tree.branch, key, spool.path, mtime=int(time.time()),
-                                             metadata=metadata, durable=False)
+                                             metadata=metadata, checksum=_EMPTY_CHECKSUM, move=True, durable=False)
         finally:
             spool.close()
