@@ -81,7 +81,9 @@ class Files(HandleOps):
     def _grant_passthrough(self, of: OpenFile, readable_object: bool, writes_from_empty: bool = False) -> Grant:
         """Passthrough for a new handle of ``of`` (under ``of.lock``, its count taken);
         ``readable_object``: the handle only reads ``of.entry``, unmodified;
-        ``writes_from_empty``: it writes a file it created or truncated (``writes_from_empty_only``)."""
+        ``writes_from_empty``: it writes a file it created or truncated (``writes_from_empty_only``),
+        not for appending (a log is fsynced as it grows: appends in place cost only what was
+        appended, where each fsync of a spool the kernel writes stores a copy of it)."""
         if self.passthrough is None:
             return NO_GRANT
         if writes_from_empty:
@@ -198,7 +200,7 @@ class Files(HandleOps):
                 self._truncate_new(of, created)
             from_empty = writable and writes_from_empty_only(flags, truncate)
             grant = self._grant_passthrough(of, readable_object=not writable and not truncate,
-                                            writes_from_empty=from_empty)
+                                            writes_from_empty=from_empty and not flags & os.O_APPEND)
             keep_cache = False
             if not writable and of.spool is None and of.entry is not None and not grant.backing_id:
                 identity = (of.entry.physical_address, of.entry.checksum)
@@ -239,7 +241,8 @@ class Files(HandleOps):
                 of.metadata.update(mode_metadata(mode, DEFAULT_FILE_MODE))
             writable = (flags & os.O_ACCMODE) in (os.O_WRONLY, os.O_RDWR)
             from_empty = writable and writes_from_empty_only(flags, truncated)
-            grant = self._grant_passthrough(of, readable_object=False, writes_from_empty=from_empty)
+            grant = self._grant_passthrough(of, readable_object=False,
+                                            writes_from_empty=from_empty and not flags & os.O_APPEND)
             handle = self._new_file_handle(of, writable, grant, from_empty)
         if stat is None:
             self._state.unstaged.add(node)

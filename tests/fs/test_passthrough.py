@@ -395,3 +395,12 @@ def test_a_directory_renamed_before_the_release_of_its_closed_file_takes_it(loca
     entry = staged_entry(backend, "sales", "main", "task/part-0")
     assert entry is not None and entry.size == 5
     assert backend.get_entry("sales", backend.resolve_ref("sales", "main"), "attempt/part-0") is None
+
+
+def test_a_file_opened_for_appending_is_written_by_the_mount_even_when_created(local_fs, make_driver):
+    fs, backings, _ = local_fs
+    drive = make_driver(fs)
+    result, _ = fs.create(drive.ino("sales/main"), "app.log", 0o644, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    assert result.backing_id == 0  # a log fsynced as it grows: appends in place, not a copy per fsync
+    fs.release(result.fh)
+    assert backings.opened == 0
