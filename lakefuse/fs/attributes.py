@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from lakefuse.fs.state import MountState
 
 __all__ = ["ATIME_NS_KEY", "CTIME_NS_KEY", "DEFAULT_DIR_MODE", "DEFAULT_FILE_MODE", "INTERNAL_METADATA", "MODE_KEY",
-           "MTIME_NS_KEY", "NodeAttributes", "clear_set_id_bits", "entry_mode", "entry_mtime_ns", "mode_metadata"]
+           "MTIME_NS_KEY", "NodeAttributes", "clear_set_id_bits", "content_changed", "entry_mode", "entry_mtime_ns", "mode_metadata"]
 
 #: user metadata the mount keeps for itself (not shown or settable as user.* xattrs)
 INTERNAL_METADATA = POSIX_KEYS
@@ -78,6 +78,18 @@ def clear_set_id_bits(metadata: dict[str, str], always: bool = True) -> bool:
         metadata[MODE_KEY] = format(kept, "o")
         return True
     return False
+
+
+def content_changed(metadata: dict[str, str], mtime_ns_before: int | None) -> None:
+    """What a write or truncate does to an open file's POSIX keys: the set-ID bits are cleared
+    (``clear_set_id_bits``), the ctime becomes the new mtime (its key goes), and the atime stays
+    what it was - stored as the previous mtime, when it was implied by it (``mtime_ns_before``:
+    None for a file written since its last upload, whose keys are already right)."""
+    if metadata:
+        clear_set_id_bits(metadata)
+        metadata.pop(CTIME_NS_KEY, None)
+    if mtime_ns_before is not None and ATIME_NS_KEY not in metadata:
+        metadata[ATIME_NS_KEY] = str(mtime_ns_before)
 
 
 def mode_metadata(mode: int, default: int) -> dict[str, str]:

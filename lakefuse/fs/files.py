@@ -22,7 +22,7 @@ import os
 import time
 
 from lakefuse.errors import LakefuseError
-from lakefuse.fs.attributes import CTIME_NS_KEY, DEFAULT_FILE_MODE, NodeAttributes, clear_set_id_bits, mode_metadata
+from lakefuse.fs.attributes import DEFAULT_FILE_MODE, NodeAttributes, content_changed, mode_metadata
 from lakefuse.fs.handles import FileHandle, HandleOps, OpenFile
 from lakefuse.fs.inodes import Inodes, refuse_control_dir_name
 from lakefuse.fs.nodes import Node, NodeKind
@@ -369,10 +369,8 @@ class Files(HandleOps):
             of.lock.release()
 
     def _wrote(self, of: OpenFile, h: FileHandle, written: int) -> None:
-        metadata = of.metadata
-        if metadata:
-            clear_set_id_bits(metadata)  # the kernel leaves it to us (FUSE_HANDLE_KILLPRIV_V2)
-            metadata.pop(CTIME_NS_KEY, None)  # changed now: its ctime is its mtime
+        # set-ID bits: the kernel leaves them to us (FUSE_HANDLE_KILLPRIV_V2)
+        content_changed(of.metadata, of.mtime_ns if not of.dirty and of.entry is not None else None)
         of.dirty = True
         of.uncached_writes |= h.direct_io
         of.mtime_ns = time.time_ns()

@@ -27,7 +27,7 @@ import time
 
 from lakefuse.checksums import ContentHasher
 from lakefuse.errors import LakefuseError
-from lakefuse.fs.attributes import CTIME_NS_KEY, MTIME_NS_KEY, clear_set_id_bits
+from lakefuse.fs.attributes import MTIME_NS_KEY, content_changed
 from lakefuse.fs.handles import OpenFile
 from lakefuse.fs.owned import HASH_STATE_MIN_BYTES
 from lakefuse.fs.spool import Spool, SpoolTail
@@ -153,8 +153,7 @@ class Uploader:
         self.stop_tail(of)
         of.spool.truncate(size)
         of.seq_end = 0 if size == 0 else None
-        clear_set_id_bits(of.metadata)
-        of.metadata.pop(CTIME_NS_KEY, None)  # changed now: its ctime is its mtime
+        content_changed(of.metadata, of.mtime_ns if not of.dirty and of.entry is not None else None)
         of.dirty = True
         of.mtime_ns = time.time_ns()
         of.mtime_explicit = False
