@@ -6,17 +6,20 @@ whole directory is a metadata move (one staging transaction, no data copied; wri
 below are uploaded first).  When the last entry of a directory goes away, a marker keeps the
 directory, as POSIX expects (``_keep_parent``).  Inodes follow their paths (renamed nodes
 are re-keyed; removed or replaced ones detached).  The directories an entry is made in or
-removed from get a new mtime and ctime in memory (``Inodes.dir_changed``).  Symbolic links and
+removed from get a new mtime and ctime in memory (``Inodes.dir_changed``); a renamed file,
+link or special file gets a new ctime (stored).  Symbolic links and
 special files are ``lakefuse.fs.special``'s.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import stat as stat_mode
+import time
 
-from lakefuse.fs.attributes import DEFAULT_DIR_MODE, NodeAttributes, mode_metadata
+from lakefuse.fs.attributes import CTIME_NS_KEY, DEFAULT_DIR_MODE, NodeAttributes, mode_metadata
 from lakefuse.fs.backend import iter_listing
 from lakefuse.fs.inodes import Inodes, refuse_control_dir_name
 from lakefuse.fs.nodes import Node, NodeKind, path_key
@@ -178,6 +181,12 @@ class Namespace:
             stat, _ = tree.stat(old_path)
             if stat is None:
                 raise OSError(errno.ENOENT, old_path)
+            if stat.entry is not None:  # the ctime of what is renamed moves, as Linux does it
+                entry = dataclasses.replace(stat.entry, metadata={**stat.entry.metadata,
+                                                                  CTIME_NS_KEY: str(time.time_ns())})
+                stat = PathStat(False, entry)
+                if of is not None:
+                    of.take_entry(entry)
             if old_parent_path is not None:
                 self._keep_parent(tree, old_parent_path, gone=[old_path])
             self._stager.stage_now(tree, [(new_path, stat.entry), (old_path, None)], deleted_exist=True)
