@@ -37,7 +37,7 @@ def create(fs, drive, path: str, mode: int = 0o644, uid: int | None = None, gid:
 
 # ------------------------------------------------------------------ symbolic links
 
-def test_symlink_is_an_entry_with_its_target(fs, drive, backend):
+def test_symlink_is_an_entry_with_its_target(fs, drive, backend, make_driver, tmp_path):
     parent = drive.ino("sales/main/a")
     attrs = fs.symlink(parent, "rel", "../top.csv", uid=1000, gid=100)
     assert stat.S_ISLNK(attrs.mode) and stat.S_IMODE(attrs.mode) == 0o777
@@ -52,10 +52,8 @@ def test_symlink_is_an_entry_with_its_target(fs, drive, backend):
     assert backend.object_bytes(entry) == b"../top.csv"  # readers that know nothing of links see the target
     assert sorted(drive.listdir("sales/main/a")) == ["abs", "b.txt", "rel"]
     # a second mount (what a remount sees)
-    other = LakeFilesystem(backend, spool_dir=str(fs.state.spool_dir) + "-2")
-    from conftest import Driver
-
-    again = Driver(other)
+    other = LakeFilesystem(backend, spool_dir=str(tmp_path / "spool-2"))
+    again = make_driver(other)
     assert stat.S_ISLNK(again.stat("sales/main/a/rel").mode)
     assert other.readlink(again.ino("sales/main/a/rel")) == b"../top.csv"
 

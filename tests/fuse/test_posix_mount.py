@@ -9,7 +9,6 @@ from __future__ import annotations
 import errno
 import os
 import re
-import stat
 import subprocess
 from pathlib import Path
 
