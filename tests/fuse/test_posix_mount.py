@@ -1,6 +1,7 @@
 """POSIX trees through a real mount, with the tools people use: ``tar x`` of an archive with
 relative and absolute links, owners, set-ID bits, modes, times and special files gives a tree
-``diff -r --no-dereference`` finds identical to the source; ``rsync -a`` of such a tree, then
+``diff -r --no-dereference`` finds identical to the source, also in the commit's directory and
+after a merge, and ``lakefuse diff`` shows the links as links; ``rsync -a`` of such a tree, then
 ``rsync -a -n -i`` of the same source prints nothing - on the branch, after a commit, after a
 remount and in the commit's directory; the owner options of ``lakefuse mount``."""
 
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from lakemount import MountedLake, mounted
+from lakemount import MountedLake, mounted, run_cli
 from posix_helpers import make_source_tree, require_root, run, tree_stat
 
 #: what diff says of two special files of the same type (it cannot compare their "contents")
@@ -33,7 +34,7 @@ def diff_no_dereference(left: Path, right: Path) -> list[str]:
     return [line for line in done.stdout.splitlines() if not SAME_SPECIAL.match(line)]
 
 
-def test_tar_x_gives_a_tree_identical_to_the_source(shared_branch, tmp_path):
+def test_tar_x_gives_a_tree_identical_to_the_source(shared_branch, lake_home, tmp_path, monkeypatch, capsys):
     require_root()
     source = tmp_path / "src"
     make_source_tree(source)
@@ -58,6 +59,18 @@ def test_tar_x_gives_a_tree_identical_to_the_source(shared_branch, tmp_path):
     with pytest.raises(OSError) as exc:
         os.symlink("x", in_commit / "new-link")
     assert exc.value.errno == errno.EROFS
+    # merged into another branch (which changed something else meanwhile): the same tree there
+    catalog = lake_home.catalog
+    catalog.create_branch("sales", f"{shared_branch.name}-into", "main")
+    catalog.upload_bytes("sales", f"{shared_branch.name}-into", "other.txt", b"o")
+    catalog.commit("sales", f"{shared_branch.name}-into", "other", "tests")
+    catalog.merge("sales", f"{shared_branch.name}-into", shared_branch.name, "tests")
+    merged = shared_branch.parent / f"{shared_branch.name}-into" / "extracted"
+    assert tree_stat(merged) == tree_stat(source)
+    # lakefuse diff shows the links as links
+    diff = run_cli(monkeypatch, capsys, lake_home, "diff", "lakefs://sales/main", f"lakefs://sales/{commit_id}")
+    assert "+ extracted/bin/relative -> ../docs/a.txt" in diff.splitlines()
+    assert "+ extracted/shared/pipe (fifo)" in diff.splitlines()
 
 
 def test_rsync_a_then_rsync_n_i_prints_nothing_also_after_commit_and_remount(lake_home, tmp_path):
