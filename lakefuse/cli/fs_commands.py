@@ -11,10 +11,11 @@ temporary file beside the destination, renamed into place once size and checksum
 from __future__ import annotations
 
 import os
+import stat
 import sys
 
 from lakefuse.cli.context import CliContext, object_arg, ref_arg, require_branch
-from lakefuse.cli.output import entry_dict, format_time, human_size, print_fields, write_json
+from lakefuse.cli.output import entry_dict, format_time, human_size, posix_of, print_fields, write_json
 from lakefuse.errors import InvalidArgument, ObjectNotFound
 
 CHUNK = 1024 * 1024
@@ -103,7 +104,10 @@ def print_listing(catalog, repository: str, ref: str, prefix: str, recursive: bo
             out.write(f"{'common_prefix':<13}  {'':<23}  {'':>10}  {name}\n")
         else:
             entry = item.entry
-            out.write(f"{'object':<13}  {format_time(entry.mtime):<23}  {human_size(entry.size):>10}  {name}\n")
+            posix = posix_of(item.path, entry) or {}
+            kind = "object" if posix.get("type", "file") in ("file", "directory") else posix["type"]
+            target = f" -> {posix['target']}" if "target" in posix else ""
+            out.write(f"{kind:<13}  {format_time(entry.mtime):<23}  {human_size(entry.size):>10}  {name}{target}\n")
 
 
 def cmd_stat(ctx: CliContext, args) -> int:
@@ -121,9 +125,34 @@ def cmd_stat(ctx: CliContext, args) -> int:
         ("Checksum", entry.checksum),
         ("Content-Type", entry.content_type),
     ]
+    fields += _posix_fields(uri.path, entry)
     fields += [(f"Metadata {key}", entry.metadata[key]) for key in sorted(entry.metadata)]
     print_fields(fields, ctx.out)
     return 0
+
+
+def _posix_fields(path: str, entry) -> list[tuple[str, object]]:
+    """``stat``'s lines for the POSIX keys of an entry (none when it has none)."""
+    from lakefuse.posix import DEVICE_FORMATS, FORMAT_OF_TYPE, mode_string, permissions
+
+    posix = posix_of(path, entry)
+    if posix is None:
+        return []
+    fmt = FORMAT_OF_TYPE.get(str(posix["type"]), stat.S_IFDIR if posix["type"] == "directory" else stat.S_IFREG)
+    default = 0o777 if fmt == stat.S_IFLNK else 0o755 if fmt == stat.S_IFDIR else 0o644
+    perms = permissions(entry.metadata, default)
+    fields: list[tuple[str, object]] = [("Type", posix["type"]), ("Mode", f"{mode_string(fmt, perms)} ({perms:04o})")]
+    if "uid" in posix or "gid" in posix:
+        fields.append(("Owner", f"{posix.get('uid', '-')}:{posix.get('gid', '-')}"))
+    if "target" in posix:
+        fields.append(("Link target", posix["target"]))
+    if fmt in DEVICE_FORMATS:
+        fields.append(("Device", posix["rdev"]))
+    for key, label in (("atime_ns", "Access time"), ("ctime_ns", "Change time")):
+        if key in posix:
+            ns = int(posix[key])
+            fields.append((label, f"{format_time(ns // 1_000_000_000)} (+{ns % 1_000_000_000} ns)"))
+    return fields
 
 
 def _stream_entry(catalog, repository: str, entry, write) -> None:

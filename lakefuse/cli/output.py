@@ -68,7 +68,7 @@ def commit_dict(commit) -> dict:
 
 
 def entry_dict(path: str, entry) -> dict:
-    return {
+    out = {
         "path": path,
         "path_type": "object",
         "physical_address": entry.physical_address,
@@ -79,6 +79,32 @@ def entry_dict(path: str, entry) -> dict:
         "content_type": entry.content_type,
         "metadata": dict(entry.metadata),
     }
+    posix = posix_of(path, entry)
+    if posix is not None:
+        out["posix"] = posix
+    return out
+
+
+def posix_of(path: str, entry) -> dict | None:
+    """What the entry's POSIX keys say (``lakefuse.posix``: type, mode, owner, link target,
+    device, times), or None for an entry that has none (most objects)."""
+    from lakefuse.posix import POSIX_KEYS, describe
+
+    metadata = entry.metadata
+    if not metadata or not any(key in metadata for key in POSIX_KEYS):
+        return None
+    return describe(metadata, is_dir=path.endswith("/"))
+
+
+def posix_suffix(path: str, entry) -> str:
+    """What a listing line adds after a special entry's path: `` -> target`` for a symbolic
+    link, `` (fifo)`` and the like for other special files; nothing for files and directories."""
+    posix = posix_of(path, entry) if entry is not None else None
+    if posix is None or posix["type"] in ("file", "directory"):
+        return ""
+    if "target" in posix:
+        return f" -> {posix['target']}"
+    return f" ({posix['type']}{' ' + posix['rdev'] if 'rdev' in posix else ''})"
 
 
 def difference_dict(difference) -> dict:
@@ -140,5 +166,8 @@ def print_commit_details(commit, out=None, extra: Sequence[tuple[str, object]] =
 
 
 def print_difference(difference, out=None) -> None:
+    """``+ path``, ``~ path``, ``- path``; a symbolic link with its target (``+ lib -> lib64``),
+    another special file with its type."""
     out = out or sys.stdout
-    out.write(f"{DIFF_SYMBOLS[difference.type.value]} {difference.path}\n")
+    entry = difference.left if difference.type.value == "removed" else difference.right
+    out.write(f"{DIFF_SYMBOLS[difference.type.value]} {difference.path}{posix_suffix(difference.path, entry)}\n")

@@ -81,7 +81,7 @@ class AppBackend:
         # straight from the Graveler's records (what Catalog.list_objects does, minus its own
         # row objects): every cold stat and ls of a big directory pays this per entry
         page = self.graveler.list_objects(repo, self._ref(ref), prefix.encode(), delimiter.encode(),
-                                          after.encode(), limit)
+                                          after.encode(), limit, markers=True)
         return [ListedItem(key.decode(), None if record is None else record_to_entry(record))
                 for key, record in page.items]
 

@@ -1,74 +1,95 @@
 """How a node looks to stat(2): ``NodeAttributes`` and the metadata keys behind it.
 
 Owns the mapping from objects to file attributes: size and mtime from the entry (or the spool
-of a file being written), the mode and a precise mtime from user metadata (``lakefuse-mode``,
-``lakefuse-mtime-ns``, set by chmod and utime: ``lakefuse.fs.metadata``), directories' times
-from their marker object or their commit, and the kernel timeouts of each kind of node.
-Attributes of a tree node are computed once per stat the node holds (listings and lookups of
-big directories ask for them again and again).
+of a file being written); the file type, mode, owner, device number and the three times from
+the POSIX keys of its user metadata (``lakefuse.posix``: set by chmod, chown, utime, symlink
+and mknod through ``lakefuse.fs.metadata`` and ``lakefuse.fs.special``); directories' from
+their marker object (a ref's root: what was set through this mount), or their commit; the
+owner through ``MountState.owners``; and the kernel timeouts of each kind of node.  An entry
+without those keys shows what every entry showed before lakefuse kept them: a regular file or
+directory with the default mode, owned by the default owner, whose three times are its mtime.
+A directory's mtime and ctime also move when entries are made or removed in it through this
+mount (``Tree.touch_dirs``, memory only).  Attributes of a tree node are computed once per
+stat the node holds (listings and lookups of big directories ask for them again and again).
 """
 
 from __future__ import annotations
 
 import stat as stat_mode
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Mapping
 
 from lakefuse.fs.nodes import WRITABLE_CONTROL_FILES, Node, NodeKind
 from lakefuse.fs.replies import Attributes
 from lakefuse.graveler.model import Entry
+from lakefuse.posix import (
+    ATIME_NS_KEY,
+    CTIME_NS_KEY,
+    DEVICE_FORMATS,
+    MODE_KEY,
+    MTIME_NS_KEY,
+    POSIX_KEYS,
+    file_format,
+    owner,
+    permissions,
+    rdev,
+    time_ns,
+    times_ns,
+)
+from lakefuse.posix import mtime_ns as posix_mtime_ns
 
 if TYPE_CHECKING:
     from lakefuse.fs.state import MountState
 
-MODE_KEY = "lakefuse-mode"
-MTIME_NS_KEY = "lakefuse-mtime-ns"
+__all__ = ["ATIME_NS_KEY", "CTIME_NS_KEY", "DEFAULT_DIR_MODE", "DEFAULT_FILE_MODE", "INTERNAL_METADATA", "MODE_KEY",
+           "MTIME_NS_KEY", "NodeAttributes", "clear_set_id_bits", "content_changed", "entry_mode", "entry_mtime_ns", "mode_metadata"]
+
 #: user metadata the mount keeps for itself (not shown or settable as user.* xattrs)
-INTERNAL_METADATA = (MODE_KEY, MTIME_NS_KEY)
+INTERNAL_METADATA = POSIX_KEYS
 DEFAULT_FILE_MODE = 0o644
 DEFAULT_DIR_MODE = 0o755
+_REG, _DIR, _LNK = stat_mode.S_IFREG, stat_mode.S_IFDIR, stat_mode.S_IFLNK
 
 
 def entry_mtime_ns(entry: Entry) -> int:
-    precise = entry.metadata.get(MTIME_NS_KEY) if entry.metadata else None
-    if precise is not None:
-        try:
-            value = int(precise)
-            if value // 1_000_000_000 == entry.mtime:
-                return value
-        except ValueError:
-            pass
-    return entry.mtime * 1_000_000_000
+    return posix_mtime_ns(entry.metadata, entry.mtime)
 
 
 def entry_mode(entry: Entry | None, default: int) -> int:
-    if entry is not None and entry.metadata:
-        value = entry.metadata.get(MODE_KEY)
-        if value is not None:
-            try:
-                return int(value, 8) & 0o7777
-            except ValueError:
-                pass
-    return default
+    return permissions(entry.metadata if entry is not None else None, default)
 
 
-def clear_set_id_bits(metadata: dict[str, str]) -> None:
-    """What a write or truncate does to a file's mode, as POSIX says: the set-user-ID bit goes,
-    and the set-group-ID bit where group execute is set (the kernel leaves this to the mount:
-    FUSE_HANDLE_KILLPRIV_V2).  Unlike Linux, also for a writer with CAP_FSETID (a FUSE write
-    does not say who wrote)."""
+def clear_set_id_bits(metadata: dict[str, str], always: bool = True) -> bool:
+    """What a write, truncate or chown does to a file's mode, as Linux does: the set-user-ID
+    bit goes, and the set-group-ID bit where group execute is set (the kernel leaves this to
+    the mount: FUSE_HANDLE_KILLPRIV_V2).  Unlike Linux, also for a writer with CAP_FSETID (a
+    FUSE write does not say who wrote).  Whether the mode changed."""
     value = metadata.get(MODE_KEY)
     if value is None:
-        return
+        return False
     try:
         mode = int(value, 8)
     except ValueError:
-        return
+        return False
     kept = mode & ~stat_mode.S_ISUID
     if mode & stat_mode.S_IXGRP:
         kept &= ~stat_mode.S_ISGID
     if kept != mode:
         metadata[MODE_KEY] = format(kept, "o")
+        return True
+    return False
+
+
+def content_changed(metadata: dict[str, str], mtime_ns_before: int | None) -> None:
+    """What a write or truncate does to an open file's POSIX keys: the set-ID bits are cleared
+    (``clear_set_id_bits``), the ctime becomes the new mtime (its key goes), and the atime stays
+    what it was - stored as the previous mtime, when it was implied by it (``mtime_ns_before``:
+    None for a file written since its last upload, whose keys are already right)."""
+    if metadata:
+        clear_set_id_bits(metadata)
+        metadata.pop(CTIME_NS_KEY, None)
+    if mtime_ns_before is not None and ATIME_NS_KEY not in metadata:
+        metadata[ATIME_NS_KEY] = str(mtime_ns_before)
 
 
 def mode_metadata(mode: int, default: int) -> dict[str, str]:
@@ -80,6 +101,7 @@ def mode_metadata(mode: int, default: int) -> dict[str, str]:
 class NodeAttributes:
     def __init__(self, state: MountState):
         self._state = state
+        self._owners = state.owners
 
     def get(self, node: Node) -> Attributes:
         """The attributes of ``node``; those of a tree file or directory are computed once per
@@ -99,38 +121,67 @@ class NodeAttributes:
         tree = node.tree
         ttl = state.refs.ttl(tree)
         if kind is NodeKind.FILE:
-            of = node.open_file
-            entry = node.stat.entry if node.stat is not None else None
-            spool = of.spool if of is not None else None
-            if spool is not None:
-                size, mtime_ns = spool.size(), of.current_mtime_ns()
-                mode = entry_mode(of.entry, DEFAULT_FILE_MODE) if MODE_KEY not in of.metadata else \
-                    int(of.metadata[MODE_KEY], 8)
-            elif entry is not None:
-                size, mtime_ns, mode = entry.size, entry_mtime_ns(entry), entry_mode(entry, DEFAULT_FILE_MODE)
-            else:
-                size, mtime_ns, mode = 0, state.mount_time_ns, DEFAULT_FILE_MODE
-            if of is not None and MODE_KEY in of.metadata:
-                mode = int(of.metadata[MODE_KEY], 8)
-            return Attributes(node.ino, stat_mode.S_IFREG | mode, size, mtime_ns, state.uid, state.gid, ttl, ttl)
+            return self._file(node, ttl)
         if kind is NodeKind.CONTROL_FILE:
             mode = 0o644 if node.name in WRITABLE_CONTROL_FILES else 0o444
-            return Attributes(node.ino, stat_mode.S_IFREG | mode, 0, time.time_ns(), state.uid, state.gid, 0.0, 0.0)
+            return Attributes(node.ino, _REG | mode, 0, time.time_ns(), state.uid, state.gid, 0.0, 0.0)
         # directories
-        mtime_ns = state.mount_time_ns
-        mode = DEFAULT_DIR_MODE
-        entry_timeout = ttl
         if kind is NodeKind.DIR:
-            marker = node.stat.entry if node.stat is not None else None
-            if marker is not None:
-                mtime_ns = entry_mtime_ns(marker)
-                mode = entry_mode(marker, DEFAULT_DIR_MODE)
-            elif tree is not None and not tree.is_branch and tree.ref.commit_time:
-                mtime_ns = tree.ref.commit_time * 1_000_000_000
-            if node.entry_timeout is not None:
-                entry_timeout = node.entry_timeout
-        elif kind in (NodeKind.REPOSITORIES, NodeKind.REPOSITORY):
-            ttl = entry_timeout = state.branch_ttl
+            return self._directory(node, ttl)
+        if kind in (NodeKind.REPOSITORIES, NodeKind.REPOSITORY):
+            ttl = state.branch_ttl
         else:  # control dir
-            ttl = entry_timeout = 0.0
-        return Attributes(node.ino, stat_mode.S_IFDIR | mode, 0, mtime_ns, state.uid, state.gid, entry_timeout, ttl)
+            ttl = 0.0
+        return Attributes(node.ino, _DIR | DEFAULT_DIR_MODE, 0, state.mount_time_ns, state.uid, state.gid, ttl, ttl)
+
+    def _file(self, node: Node, ttl: float) -> Attributes:
+        of = node.open_file
+        entry = node.stat.entry if node.stat is not None else None
+        if of is not None and (of.spool is not None or of.dirty or entry is None):
+            metadata: Mapping[str, str] = of.metadata
+            size = of.size()
+            mtime = of.current_mtime_ns()  # a spool the kernel writes: its last write
+            atime, ctime = time_ns(metadata, ATIME_NS_KEY, mtime), time_ns(metadata, CTIME_NS_KEY, mtime)
+        elif entry is not None:
+            metadata = entry.metadata
+            size = entry.size
+            atime, mtime, ctime = times_ns(metadata, entry.mtime) if metadata else (entry.mtime * 1_000_000_000,) * 3
+        else:
+            metadata, size = {}, 0
+            atime = mtime = ctime = self._state.mount_time_ns
+        if not metadata:  # every entry written before lakefuse kept POSIX attributes, and most since
+            owners = self._owners
+            return Attributes(node.ino, _REG | DEFAULT_FILE_MODE, size, mtime, owners.uid, owners.gid, ttl, ttl,
+                              nlink=1 if node.attached else 0, atime_ns=atime, ctime_ns=ctime)
+        fmt = file_format(metadata)
+        uid, gid = self._owners.shown(*owner(metadata))
+        perms = 0o777 if fmt == _LNK else permissions(metadata, DEFAULT_FILE_MODE)  # a link's mode means nothing
+        return Attributes(node.ino, fmt | perms, size, mtime, uid, gid, ttl, ttl,
+                          nlink=1 if node.attached else 0, atime_ns=atime, ctime_ns=ctime,
+                          rdev=rdev(metadata) if fmt in DEVICE_FORMATS else 0)
+
+    def _directory(self, node: Node, ttl: float) -> Attributes:
+        state = self._state
+        tree = node.tree
+        marker = node.stat.entry if node.stat is not None else None
+        metadata: Mapping[str, str] | None = None
+        if marker is not None:
+            metadata = marker.metadata
+            atime, mtime, ctime = times_ns(metadata, marker.mtime)
+        elif node.path == "" and tree is not None and tree.root_metadata:
+            metadata = tree.root_metadata
+            mtime = time_ns(metadata, MTIME_NS_KEY, state.mount_time_ns)
+            atime, ctime = time_ns(metadata, ATIME_NS_KEY, mtime), time_ns(metadata, CTIME_NS_KEY, mtime)
+        else:
+            mtime = state.mount_time_ns
+            if tree is not None and not tree.is_branch and tree.ref.commit_time:
+                mtime = tree.ref.commit_time * 1_000_000_000
+            atime = ctime = mtime
+        if tree is not None and tree.writable:
+            changed = tree.dir_changed_at(node.path)
+            if changed is not None:
+                mtime = ctime = changed
+        uid, gid = self._owners.shown(*owner(metadata))
+        entry_timeout = node.entry_timeout if node.entry_timeout is not None else ttl
+        return Attributes(node.ino, _DIR | permissions(metadata, DEFAULT_DIR_MODE), 0, mtime, uid, gid,
+                          entry_timeout, ttl, atime_ns=atime, ctime_ns=ctime)

@@ -50,8 +50,9 @@ class MountRef:
 
 
 class ListedItem(NamedTuple):
-    """One row of a listing: an object (``entry``) or a common prefix (``entry is None``,
-    ``key`` ends with the delimiter).  A tuple: one is made per listed object."""
+    """One row of a listing: an object (``entry``), or a common prefix (``key`` ends with the
+    delimiter; ``entry`` is the directory's marker object ``key`` if there is one and the
+    backend says so, else None).  A tuple: one is made per listed object."""
 
     key: str
     entry: Entry | None
@@ -102,8 +103,9 @@ class LakeBackend(Protocol):
                      delimiter: str = "/") -> list[ListedItem]:
         """Up to ``limit`` items with key starting with ``prefix`` and greater than ``after``,
         in key order.  With a delimiter, keys with a delimiter after the prefix collapse into
-        one common prefix (``prefix + part + delimiter``); ``after`` may be such a prefix, then
-        everything under it is skipped.  ``delimiter=""`` lists recursively."""
+        one common prefix (``prefix + part + delimiter``, with the entry of the marker object of
+        that name when one exists: a directory's mode, owner and times); ``after`` may be such a
+        prefix, then everything under it is skipped.  ``delimiter=""`` lists recursively."""
 
     def upload_file(self, repo: str, branch: str, key: str, path: str, *, mtime: int,
                     metadata: Mapping[str, str], content_type: str | None = None,

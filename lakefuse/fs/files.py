@@ -22,7 +22,7 @@ import os
 import time
 
 from lakefuse.errors import LakefuseError
-from lakefuse.fs.attributes import DEFAULT_FILE_MODE, NodeAttributes, clear_set_id_bits, mode_metadata
+from lakefuse.fs.attributes import DEFAULT_FILE_MODE, NodeAttributes, content_changed, mode_metadata
 from lakefuse.fs.handles import FileHandle, HandleOps, OpenFile
 from lakefuse.fs.inodes import Inodes, refuse_control_dir_name
 from lakefuse.fs.nodes import Node, NodeKind
@@ -213,8 +213,9 @@ class Files(HandleOps):
         return OpenResult(self._handles.add(handle), keep_cache=keep_cache, direct_io=handle.direct_io,
                           backing_id=grant.backing_id)
 
-    def create(self, parent: Node, name: bytes | str, mode: int, flags: int,
-               blocking: bool = True) -> tuple[OpenResult, Attributes]:
+    def create(self, parent: Node, name: bytes | str, mode: int, flags: int, blocking: bool = True,
+               uid: int | None = None, gid: int | None = None) -> tuple[OpenResult, Attributes]:
+        """``uid``/``gid``: the requester's, the new file's owner (None: not stored)."""
         tree = self._inodes.writable_tree(parent)
         if parent.kind is not NodeKind.DIR:
             raise OSError(errno.ENOTDIR, "not a directory")
@@ -239,6 +240,9 @@ class Files(HandleOps):
                 self._truncate_new(of, created)
             if stat is None:
                 of.metadata.update(mode_metadata(mode, DEFAULT_FILE_MODE))
+                if uid is not None:
+                    shown = self._attrs(parent)
+                    of.metadata.update(self._state.owners.new_entry(uid, gid, shown.mode, shown.gid))
             writable = (flags & os.O_ACCMODE) in (os.O_WRONLY, os.O_RDWR)
             from_empty = writable and writes_from_empty_only(flags, truncated)
             grant = self._grant_passthrough(of, readable_object=False,
@@ -246,6 +250,7 @@ class Files(HandleOps):
             handle = self._new_file_handle(of, writable, grant, from_empty)
         if stat is None:
             self._state.unstaged.add(node)
+            self._inodes.dir_changed(tree, parent.path)
         self._table.add_lookup(node)
         result = OpenResult(self._handles.add(handle), direct_io=handle.direct_io, backing_id=grant.backing_id)
         return result, self._attrs(node)
@@ -402,7 +407,8 @@ class Files(HandleOps):
             of.lock.release()
 
     def _wrote(self, of: OpenFile, h: FileHandle, written: int) -> None:
-        clear_set_id_bits(of.metadata)  # the kernel leaves it to us (FUSE_HANDLE_KILLPRIV_V2)
+        # set-ID bits: the kernel leaves them to us (FUSE_HANDLE_KILLPRIV_V2)
+        content_changed(of.metadata, of.mtime_ns if not of.dirty and of.entry is not None else None)
         of.dirty = True
         of.uncached_writes |= h.direct_io
         of.mtime_ns = time.time_ns()

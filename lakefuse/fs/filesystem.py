@@ -28,7 +28,8 @@ part that does (one method call).  The parts share one ``MountState`` (``state``
 - ``files.Files``: open, create, read, write, flush, fsync, release (FUSE passthrough, direct
   I/O); ``uploads.Uploader``: spools, tails, uploads.
 - ``readdir.Readdir``: opendir, readdir.  ``namespace.Namespace``: mkdir, rmdir, unlink,
-  rename.  ``refdirs.RefDirectories``: mkdir and rmdir of branch directories.
+  rename.  ``special.Special``: symlink, readlink, mknod of FIFOs, sockets and devices, link
+  (refused).  ``refdirs.RefDirectories``: mkdir and rmdir of branch directories.
   ``metadata.Metadata``: setattr.  ``xattrs.Xattrs``: extended attributes.
 - ``control.ControlFiles``: ``.lakefuse/``, with ``refops.RefOperations`` (merge, tag,
   branch, reset).  ``changes.ChangeFeed``: other writers' changes, and this mount's merges
@@ -39,8 +40,9 @@ part that does (one method call).  The parts share one ``MountState`` (``state``
 Semantics in short (details in each part): names and attributes under a tag or commit never
 change (long kernel timeouts); under a branch they are trusted ``branch_ttl`` seconds, or
 ``watched_branch_ttl`` with a change feed (``poll_changes``).  Writes go to branches only (else
-EROFS), through a local spool, uploaded and staged on fsync, close or commit.  Names longer than
-255 bytes: ENAMETOOLONG; hard links, symlinks, device nodes: EPERM.
+EROFS), through a local spool, uploaded and staged on fsync, close or commit.  Modes, owners,
+times, symbolic links and special files are kept in the entries' user metadata
+(``lakefuse.posix``).  Names longer than 255 bytes: ENAMETOOLONG; hard links: EPERM.
 
 Thread-safety: every method may be called from any thread, concurrently.  Methods taking
 ``blocking=False`` raise ``WouldBlock`` instead of calling the backend, so the adapter can
@@ -68,6 +70,7 @@ from lakefuse.fs.passthrough import BackingFiles, Passthrough
 from lakefuse.fs.readdir import Readdir
 from lakefuse.fs.refdirs import RefDirectories
 from lakefuse.fs.refops import RefOperations
+from lakefuse.fs.special import Special
 from lakefuse.fs.replies import BLOCK_SIZE, Attributes, Invalidations, OpenResult, WouldBlock
 from lakefuse.fs.state import MountState
 from lakefuse.fs.tree import MAX_NAME_BYTES, Tree
@@ -92,11 +95,14 @@ class LakeFilesystem:
     def __init__(self, backend: LakeBackend, *, spool_dir: str, repo: str | None = None, ref: str | None = None,
                  read_only: bool = False, uid: int | None = None, gid: int | None = None,
                  branch_ttl: float = 1.0, immutable_ttl: float = 86400.0, readdir_page: int = 1000,
-                 change_feed: bool = False, watched_branch_ttl: float = 60.0):
+                 change_feed: bool = False, watched_branch_ttl: float = 60.0, uid_map=None, gid_map=None,
+                 force_owner: bool = False):
+        """``uid``/``gid``: the default owner (of entries storing none; default: this process's);
+        ``uid_map``/``gid_map`` ({stored: shown}) and ``force_owner``: see ``lakefuse.fs.owners``."""
         self.state = state = MountState(
             backend, spool_dir=spool_dir, read_only=read_only, uid=uid, gid=gid, branch_ttl=branch_ttl,
             immutable_ttl=immutable_ttl, readdir_page=readdir_page, change_feed=change_feed,
-            watched_branch_ttl=watched_branch_ttl)
+            watched_branch_ttl=watched_branch_ttl, uid_map=uid_map, gid_map=gid_map, force_owner=force_owner)
         self.table = state.table
         self._handles = state.handles
         attributes = NodeAttributes(state)
@@ -105,7 +111,8 @@ class LakeFilesystem:
         self._files = files = Files(state, inodes, attributes, uploader)
         self._readdir = Readdir(state, inodes, attributes)
         self._namespace = Namespace(state, inodes, attributes, uploader)
-        self._metadata = metadata = Metadata(state, inodes, attributes, files)
+        self._metadata = metadata = Metadata(state, inodes, attributes, files, uploader)
+        self._special = Special(state, inodes, attributes, uploader)
         self._xattrs = Xattrs(inodes, metadata, uploader)
         self._changes = changes = ChangeFeed(state, inodes)
         self._control = ControlFiles(state, attributes, uploader, RefOperations(state, changes, files))
@@ -132,11 +139,15 @@ class LakeFilesystem:
         return self._inodes.getattr(ino, blocking)
 
     def setattr(self, ino: int, *, size: int | None = None, mode: int | None = None,
-                mtime_ns: int | None = None, fh: int | None = None, chown: bool = False) -> Attributes:
+                mtime_ns: int | None = None, atime_ns: int | None = None, uid: int | None = None,
+                gid: int | None = None, fh: int | None = None, chown: bool = False) -> Attributes:
+        """truncate, chmod, chown (``uid``/``gid`` as the mount shows ids; ``chown`` without
+        them: chown(-1, -1)) and utime (``atime_ns``/``mtime_ns``); the ctime becomes now."""
         node = self.table.get(ino)
         if node.kind is NodeKind.CONTROL_FILE:
             return self._control.setattr(node, size)
-        return self._metadata.setattr(node, size=size, mode=mode, mtime_ns=mtime_ns, chown=chown)
+        return self._metadata.setattr(node, size=size, mode=mode, mtime_ns=mtime_ns, atime_ns=atime_ns, uid=uid,
+                                      gid=gid, chown=chown)
 
     @property
     def watched(self) -> bool:
@@ -189,11 +200,13 @@ class LakeFilesystem:
             raise OSError(errno.EBADF, "not a directory handle")
         h.ops.readdir(h, offset, add, blocking)
 
-    def mkdir(self, parent_ino: int, name: bytes | str, mode: int) -> Attributes:
+    def mkdir(self, parent_ino: int, name: bytes | str, mode: int, uid: int | None = None,
+              gid: int | None = None) -> Attributes:
+        """``uid``/``gid``: the requester's (the new directory's owner; None: not stored)."""
         parent = self.table.get(parent_ino)
         if parent.kind is NodeKind.REPOSITORY:  # a new branch
             return self._refdirs.mkdir(parent, name, mode)
-        return self._namespace.mkdir(parent, name, mode)
+        return self._namespace.mkdir(parent, name, mode, uid, gid)
 
     def rmdir(self, parent_ino: int, name: bytes | str) -> None:
         parent = self.table.get(parent_ino)
@@ -212,18 +225,26 @@ class LakeFilesystem:
                                flags)
 
     def link(self, *args) -> None:
-        self._namespace.link(*args)
+        """Hard links: EPERM."""
+        self._special.link(*args)
 
-    def symlink(self, *args) -> None:
-        self._namespace.symlink(*args)
+    def symlink(self, parent_ino: int, name: bytes | str, target: bytes | str, uid: int | None = None,
+                gid: int | None = None) -> Attributes:
+        return self._special.symlink(self.table.get(parent_ino), name, target, uid, gid)
 
-    def mknod(self, parent_ino: int, name: bytes | str, mode: int) -> Attributes:
-        if not stat_mode.S_ISREG(mode):
-            raise OSError(errno.EPERM, "only regular files can be created")
-        result, attrs = self.create(parent_ino, name, mode, os.O_WRONLY | os.O_EXCL)
-        self.flush(result.fh)
-        self.release(result.fh)
-        return attrs
+    def readlink(self, ino: int, blocking: bool = True) -> bytes:
+        """``blocking=False``: WouldBlock unless the link's entry is in memory."""
+        return self._special.readlink(self.table.get(ino), blocking)
+
+    def mknod(self, parent_ino: int, name: bytes | str, mode: int, rdev: int = 0, uid: int | None = None,
+              gid: int | None = None) -> Attributes:
+        """A regular file (created and closed), a FIFO, a socket or a device (``rdev``)."""
+        if stat_mode.S_ISREG(mode) or stat_mode.S_IFMT(mode) == 0:
+            result, attrs = self.create(parent_ino, name, mode, os.O_WRONLY | os.O_EXCL, uid=uid, gid=gid)
+            self.flush(result.fh)
+            self.release(result.fh)
+            return self.getattr(attrs.ino)
+        return self._special.mknod(self.table.get(parent_ino), name, mode, rdev, uid, gid)
 
     # ------------------------------------------------------------------ files
 
@@ -245,10 +266,11 @@ class LakeFilesystem:
             return self._control.open(node, flags)
         return self._files.open(node, flags, blocking)
 
-    def create(self, parent_ino: int, name: bytes | str, mode: int, flags: int,
-               blocking: bool = True) -> tuple[OpenResult, Attributes]:
-        """``blocking=False``: WouldBlock unless what the name is now is known in memory."""
-        return self._files.create(self.table.get(parent_ino), name, mode, flags, blocking)
+    def create(self, parent_ino: int, name: bytes | str, mode: int, flags: int, blocking: bool = True,
+               uid: int | None = None, gid: int | None = None) -> tuple[OpenResult, Attributes]:
+        """``blocking=False``: WouldBlock unless what the name is now is known in memory.
+        ``uid``/``gid``: the requester's (a new file's owner; None: not stored)."""
+        return self._files.create(self.table.get(parent_ino), name, mode, flags, blocking, uid, gid)
 
     def read(self, fh: int, offset: int, size: int) -> bytes:
         h = self._handles.get(fh)

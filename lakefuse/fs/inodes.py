@@ -33,9 +33,18 @@ from lakefuse.fs.nodes import (
 from lakefuse.fs.replies import Attributes, WouldBlock
 from lakefuse.fs.state import MountState
 from lakefuse.fs.tree import CONTROL_DIR_NAME, MAX_NAME_BYTES, ROOT_STAT, PathStat, Tree, decode_name
+from lakefuse.posix import TYPE_KEY
 
 _DIR, _FILE = NodeKind.DIR, NodeKind.FILE
 _INF = float("inf")
+
+
+def _file_type(stat: PathStat | None) -> str | None:
+    """``lakefuse-type`` of a file's entry (None: a regular file, or not known yet)."""
+    entry = stat.entry if stat is not None else None
+    if entry is None or not entry.metadata:
+        return None
+    return entry.metadata.get(TYPE_KEY)
 
 
 def refuse_control_dir_name(parent: Node, name: str, code: int) -> None:
@@ -177,9 +186,11 @@ class Inodes:
         table = self._table
         with table.lock:
             node = table.find_path(tree.key, path)
-            if node is None or node.kind is not kind:
+            if node is None or node.kind is not kind or (
+                    node.stat is not stat and kind is _FILE and _file_type(node.stat) != _file_type(stat)):
+                # a new node for a new kind of file (the kernel keeps an inode's type for life)
                 node = table.child(path_key(tree.key, path), kind, repo=tree.repo, tree=tree, path=path, stat=stat,
-                                   expires=expires)
+                                   expires=expires, replace=True)
             else:
                 of = node.open_file
                 if of is None or not of.dirty:
@@ -192,6 +203,16 @@ class Inodes:
     def find(self, tree: Tree, path: str) -> Node | None:
         """The node the kernel knows for ``path`` in ``tree``, if any."""
         return self._table.find_path(tree.key, path)
+
+    def dir_changed(self, tree: Tree, *paths: str, now_ns: int | None = None) -> None:
+        """Entries were made or removed in the directories ``paths`` of ``tree``: their mtime
+        and ctime are now (``Tree.touch_dirs``), and their nodes' attributes are computed again."""
+        tree.touch_dirs(paths, time.time_ns() if now_ns is None else now_ns)
+        find = self._table.find_path
+        for path in paths:
+            node = find(tree.key, path)
+            if node is not None:
+                node.attrs_cache = None
 
     def detach_path(self, tree: Tree, path: str) -> None:
         """``path`` is gone (or replaced): its node no longer stands for it."""
@@ -224,7 +245,8 @@ class Inodes:
         if of is not None and (of.dirty or of.spool is not None):
             return
         stat, expires = self.stat_path(node.tree, node.path, blocking)
-        if stat is None or stat.is_dir != (node.kind is _DIR):
+        if stat is None or stat.is_dir != (node.kind is _DIR) or (
+                stat is not node.stat and _file_type(stat) != _file_type(node.stat)):
             if of is not None:
                 return  # open files stay readable
             raise OSError(errno.ENOENT, f"{node.path!r} no longer exists")

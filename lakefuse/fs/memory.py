@@ -180,7 +180,7 @@ class MemoryBackend:
                 cut = key.find(delimiter, len(prefix)) if delimiter else -1
                 if cut >= 0:
                     common = key[:cut + 1]
-                    out.append(ListedItem(common, None))
+                    out.append(ListedItem(common, tree.get(common)))  # with its marker, if any
                     i = bisect.bisect_left(keys, key[:cut] + chr(ord(delimiter) + 1), i)
                 else:
                     out.append(ListedItem(key, tree[key]))

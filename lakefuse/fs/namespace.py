@@ -5,15 +5,21 @@ Owns how each becomes staged entries: ``mkdir`` stores a marker object ``a/b/``;
 whole directory is a metadata move (one staging transaction, no data copied; written files
 below are uploaded first).  When the last entry of a directory goes away, a marker keeps the
 directory, as POSIX expects (``_keep_parent``).  Inodes follow their paths (renamed nodes
-are re-keyed; removed or replaced ones detached).  Hard links and symlinks: EPERM.
+are re-keyed; removed or replaced ones detached).  The directories an entry is made in or
+removed from get a new mtime and ctime in memory (``Inodes.dir_changed``); a renamed file,
+link or special file gets a new ctime (stored).  Symbolic links and
+special files are ``lakefuse.fs.special``'s.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
+import stat as stat_mode
+import time
 
-from lakefuse.fs.attributes import DEFAULT_DIR_MODE, NodeAttributes, mode_metadata
+from lakefuse.fs.attributes import CTIME_NS_KEY, DEFAULT_DIR_MODE, NodeAttributes, mode_metadata
 from lakefuse.fs.backend import iter_listing
 from lakefuse.fs.inodes import Inodes, refuse_control_dir_name
 from lakefuse.fs.nodes import Node, NodeKind, path_key
@@ -40,7 +46,9 @@ class Namespace:
         self._attrs = attributes.get
         self._uploader = uploader
 
-    def mkdir(self, parent: Node, name: bytes | str, mode: int) -> Attributes:
+    def mkdir(self, parent: Node, name: bytes | str, mode: int, uid: int | None = None,
+              gid: int | None = None) -> Attributes:
+        """``uid``/``gid``: the requester's, the new directory's owner (None: not stored)."""
         tree = self._inodes.writable_tree(parent)
         name = check_name(decode_name(name))
         refuse_control_dir_name(parent, name, errno.EEXIST)
@@ -48,10 +56,18 @@ class Namespace:
         stat, _ = self._inodes.stat_path(tree, path, True)
         if stat is not None:
             raise OSError(errno.EEXIST, path)
-        marker = self._uploader.upload_empty(tree, dir_prefix(path), mode_metadata(mode, DEFAULT_DIR_MODE))
+        metadata = {}
+        if uid is not None:
+            shown = self._attrs(parent)
+            metadata = self._state.owners.new_entry(uid, gid, shown.mode, shown.gid)
+            if shown.mode & stat_mode.S_ISGID:
+                mode |= stat_mode.S_ISGID  # a set-group-ID directory's subdirectories inherit it
+        metadata.update(mode_metadata(mode, DEFAULT_DIR_MODE))
+        marker = self._uploader.upload_empty(tree, dir_prefix(path), metadata)
         stat = PathStat(True, marker)
         node = self._inodes.tree_node(tree, path, stat, tree.remember_empty_dir(path, stat))
         self._table.add_lookup(node)
+        self._inodes.dir_changed(tree, parent.path)
         return self._attrs(node)
 
     def rmdir(self, parent: Node, name: bytes | str) -> None:
@@ -72,7 +88,9 @@ class Namespace:
         if stat.entry is not None:
             self._stager.stage_now(tree, [(dir_prefix(path), None)], deleted_exist=True)
         tree.remember(path, None)
+        tree.forget_dir_change(path)
         self._inodes.detach_path(tree, path)
+        self._inodes.dir_changed(tree, parent.path)
 
     def unlink(self, parent: Node, name: bytes | str, blocking: bool = True) -> None:
         """``blocking=False``: WouldBlock (before any change) unless memory knows the file and
@@ -110,14 +128,7 @@ class Namespace:
         if stored and (node is None or node.open_file is None):  # no handle reads it: its object can go
             self._owned.superseded(tree, path, stat.entry)
         self._inodes.detach_path(tree, path)
-
-    @staticmethod
-    def link(*args) -> None:
-        raise OSError(errno.EPERM, "hard links are not supported")
-
-    @staticmethod
-    def symlink(*args) -> None:
-        raise OSError(errno.EPERM, "symbolic links are not supported")
+        self._inodes.dir_changed(tree, parent.path)
 
     # ------------------------------------------------------------------ rename
 
@@ -158,6 +169,7 @@ class Namespace:
             if new_stat is not None and new_stat.is_dir:
                 raise OSError(errno.EISDIR, new_path)
             self._rename_file(tree, keep_parent, old_path, new_path, new_stat.entry if new_stat is not None else None)
+        self._inodes.dir_changed(tree, old_parent.path, new_parent.path)
 
     def _rename_file(self, tree: Tree, old_parent_path: str | None, old_path: str, new_path: str,
                      replaced: Entry | None) -> None:
@@ -169,6 +181,12 @@ class Namespace:
             stat, _ = tree.stat(old_path)
             if stat is None:
                 raise OSError(errno.ENOENT, old_path)
+            if stat.entry is not None:  # the ctime of what is renamed moves, as Linux does it
+                entry = dataclasses.replace(stat.entry, metadata={**stat.entry.metadata,
+                                                                  CTIME_NS_KEY: str(time.time_ns())})
+                stat = PathStat(False, entry)
+                if of is not None:
+                    of.take_entry(entry)
             if old_parent_path is not None:
                 self._keep_parent(tree, old_parent_path, gone=[old_path])
             self._stager.stage_now(tree, [(new_path, stat.entry), (old_path, None)], deleted_exist=True)
@@ -206,6 +224,7 @@ class Namespace:
         if old_parent_path is not None:
             self._keep_parent(tree, old_parent_path, gone=[old_prefix])
         self._stager.stage_now(tree, items, deleted_exist=True)  # listed just now
+        tree.forget_dir_change(old_path)
         for item in moved:
             self._owned.moved(tree, item.key, new_prefix + item.key[len(old_prefix):], item.entry)
         tree.forget_all()

@@ -143,12 +143,12 @@ class InodeTable:
             return list(self._nodes.values())
 
     def child(self, key: NodeKey, kind: NodeKind, *, repo=None, tree=None, path: str = "", stat=None,
-              expires: float = 0.0, name: str = "") -> Node:
-        """The node of ``key`` if it exists with this kind, else a new one with these fields
-        (which replaces any node of another kind at that key)."""
+              expires: float = 0.0, name: str = "", replace: bool = False) -> Node:
+        """The node of ``key`` if it exists with this kind (unless ``replace``), else a new one
+        with these fields (which replaces any node at that key)."""
         with self.lock:
             node = self._index.get(key)
-            if node is not None and node.kind is kind:
+            if node is not None and node.kind is kind and not replace:
                 return node
             if node is not None:
                 self.detach(node)
@@ -166,6 +166,7 @@ class InodeTable:
             if self._index.get(node.key) is node:
                 del self._index[node.key]
             node.attached = False
+            node.attrs_cache = None  # its link count is 0 now
             self.drop_if_unused(node)
 
     def rekey(self, node: Node, new_key: NodeKey) -> Node | None:
@@ -176,6 +177,7 @@ class InodeTable:
             replaced = self._index.get(new_key)
             if replaced is not None and replaced is not node:
                 replaced.attached = False
+                replaced.attrs_cache = None
                 self.drop_if_unused(replaced)
             node.key = new_key
             node.attached = True

@@ -30,6 +30,10 @@ class Attributes:
     attr_timeout: float
     nlink: int = 1
     blksize: int = BLOCK_SIZE
+    #: access and status change times (None: the mtime) and a device's number
+    atime_ns: int | None = None
+    ctime_ns: int | None = None
+    rdev: int = 0
     #: the adapter's translation of these attributes (opaque here): Attributes of an unchanged
     #: node are reused, so the adapter may keep its reply object in them and skip rebuilding it
     wire: object = dataclasses.field(default=None, compare=False, repr=False)

@@ -1,6 +1,6 @@
 """The state every part of a mounted filesystem shares: ``MountState``.
 
-Owns the options of the mount (ids, timeouts, the spool directory), the inode table, the
+Owns the options of the mount (owners, timeouts, the spool directory), the inode table, the
 handle table, the trees and name caches (``lakefuse.fs.refs.Refs``), the files created but
 not staged yet (``Unstaged``) with the ``Stager`` that stages closed ones in batches, and the one lock that guards the small shared structures
 (handles, trees, name caches, unstaged files; the inode table has its own).  The parts of
@@ -21,6 +21,7 @@ from lakefuse.fs.backend import LakeBackend
 from lakefuse.fs.handles import HandleTable
 from lakefuse.fs.nodes import InodeTable, Node
 from lakefuse.fs.owned import OwnedObjects
+from lakefuse.fs.owners import Owners
 from lakefuse.fs.refs import Refs
 from lakefuse.fs.replies import Invalidations
 from lakefuse.fs.stager import Stager
@@ -121,11 +122,14 @@ class MountState:
 
     def __init__(self, backend: LakeBackend, *, spool_dir: str, read_only: bool, uid: int | None,
                  gid: int | None, branch_ttl: float, immutable_ttl: float, readdir_page: int,
-                 change_feed: bool, watched_branch_ttl: float):
+                 change_feed: bool, watched_branch_ttl: float, uid_map=None, gid_map=None,
+                 force_owner: bool = False):
         self.backend = backend
         self.read_only = read_only
+        #: the default owner: of entries that store none, implied directories, refs, repositories
         self.uid = os.getuid() if uid is None else uid
         self.gid = os.getgid() if gid is None else gid
+        self.owners = Owners(self.uid, self.gid, uid_map=uid_map, gid_map=gid_map, force=force_owner)
         self.branch_ttl = branch_ttl
         self.immutable_ttl = immutable_ttl
         self.watched_branch_ttl = watched_branch_ttl

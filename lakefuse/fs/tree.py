@@ -53,6 +53,8 @@ SMALL_DIRECTORY = 2048
 LISTINGS_FOLLOWED = 64
 #: entries of listing pages a tree keeps (least recently listed directories go first)
 LISTED_ENTRIES_KEPT = 200_000
+#: directories whose last change through this mount a tree remembers (see ``touch_dirs``)
+DIR_CHANGES_KEPT = 100_000
 CONTROL_DIR_NAME = ".lakefuse"
 
 
@@ -192,6 +194,12 @@ class Tree:
         #: the last result of each writable control file (``lakefuse.fs.control``): name ->
         #: ("ok", text) or ("error", text)
         self.control_results: dict[str, tuple[str, str]] = {}
+        #: directory path -> ns of the last entry made or removed in it through this mount: its
+        #: mtime and ctime until an explicit change of the directory stores them (memory only)
+        self._dir_changes = LRUDict(DIR_CHANGES_KEPT)
+        #: what chmod, chown and utime set on the ref's root directory, as marker metadata would
+        #: hold it (memory only: a ref's root has no marker object)
+        self.root_metadata: dict[str, str] = {}
 
     def __repr__(self) -> str:
         return f"Tree({self.repo}/{self.ref.name})"
@@ -295,6 +303,24 @@ class Tree:
             expires = self._expiry()
             for path, stat in self._pending.items():  # still this mount's, still newer
                 self._cache[path] = (stat, expires)
+
+    def touch_dirs(self, paths, now_ns: int) -> None:
+        """Entries were made or removed in the directories ``paths`` at ``now_ns``: their mtime
+        and ctime, in this mount.  Not stored: a marker changed with every file added would make
+        two branches adding files to one directory conflict when merged."""
+        with self._lock:
+            for path in paths:
+                self._dir_changes[path] = now_ns
+
+    def dir_changed_at(self, path: str) -> int | None:
+        """When an entry of directory ``path`` last changed through this mount (see ``touch_dirs``)."""
+        with self._lock:
+            return self._dir_changes.peek(path)
+
+    def forget_dir_change(self, path: str) -> int | None:
+        """Drop (and return) ``dir_changed_at(path)``: the directory's times were stored."""
+        with self._lock:
+            return self._dir_changes.pop(path)
 
     # ------------------------------------------------------------------ reads
 
@@ -457,6 +483,8 @@ class Tree:
                 entry = item.entry
                 if entry is None:
                     name, stat = key[start:-1], IMPLIED_DIR_STAT
+                elif key[-1] == "/":  # a subdirectory, with its marker (its mode, owner and times)
+                    name, stat = key[start:-1], PathStat(True, entry)
                 else:
                     name, stat = key[start:], PathStat(False, entry)
                 if (len(name) > MAX_NAME_BYTES // 4 or name in _UNLISTABLE) and not displayable(name):

@@ -27,7 +27,7 @@ import time
 
 from lakefuse.checksums import ContentHasher, content_hasher
 from lakefuse.errors import LakefuseError
-from lakefuse.fs.attributes import MTIME_NS_KEY, clear_set_id_bits
+from lakefuse.fs.attributes import MTIME_NS_KEY, content_changed
 from lakefuse.fs.handles import RELEASE_WAIT, OpenFile
 from lakefuse.fs.owned import HASH_STATE_MIN_BYTES
 from lakefuse.fs.spool import Spool, SpoolTail
@@ -157,7 +157,7 @@ class Uploader:
         self.stop_tail(of)
         of.spool.truncate(size)
         of.seq_end = 0 if size == 0 and not of.spool.kernel_writes else None
-        clear_set_id_bits(of.metadata)
+        content_changed(of.metadata, of.mtime_ns if not of.dirty and of.entry is not None else None)
         of.dirty = True
         of.mtime_ns = time.time_ns()
         of.mtime_explicit = False
@@ -439,12 +439,30 @@ class Uploader:
                 failures.append((node.path, exc))
         return failures
 
-    def upload_empty(self, tree: Tree, key: str, metadata: dict[str, str]) -> Entry:
-        """Store and stage an empty object (a directory marker)."""
+    def store_bytes(self, tree: Tree, data: bytes, metadata: dict[str, str], mtime: int) -> Entry:
+        """Store ``data`` as a new object of ``tree``'s repository, staging nothing (a symbolic
+        link's target, a special file's empty object): moved into local storage like a closed
+        file, and durable at the next sync like one."""
+        spool = Spool(self._state.spool_dir)
+        try:
+            if data:
+                spool.write(0, data)
+            move = self.local_storage(tree.repo)
+            if move:
+                spool.seal()
+            self.unsynced.add(tree.repo)
+            return self._backend.store_file(tree.repo, spool.path, mtime=mtime, metadata=metadata, move=move,
+                                            durable=False)
+        finally:
+            spool.close()
+
+    def upload_empty(self, tree: Tree, key: str, metadata: dict[str, str], mtime: int | None = None) -> Entry:
+        """Store and stage an empty object (a directory marker); ``mtime``: default now."""
         spool = Spool(self._state.spool_dir)
         self.unsynced.add(tree.repo)
         try:  # moved into storage, not fsynced (the checksum given: storage does not read it)
-            return self._backend.upload_file(tree.repo, tree.branch, key, spool.path, mtime=int(time.time()),
+            return self._backend.upload_file(tree.repo, tree.branch, key, spool.path,
+                                             mtime=int(time.time()) if mtime is None else mtime,
                                              metadata=metadata, checksum=_EMPTY_CHECKSUM, move=True, durable=False)
         finally:
             spool.close()

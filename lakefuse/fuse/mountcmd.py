@@ -81,6 +81,20 @@ def add_mount_arguments(parser: argparse.ArgumentParser) -> None:
                         help="let the kernel keep written pages and send them in big pieces: small writes "
                              "(dd bs=4k, logs) run several times faster; the kernel then cannot read local "
                              "objects itself (no passthrough reads)")
+    parser.add_argument("--uid", type=_id, metavar="UID",
+                        help="owner of entries that store none (written before lakefuse kept owners, or by the "
+                             "CLI, Spark or other lakeFS clients), of implied directories, refs and repositories "
+                             "(default: the mounting user)")
+    parser.add_argument("--gid", type=_id, metavar="GID", help="their group (default: the mounting user's)")
+    parser.add_argument("--map-uid", type=_id_pair, action="append", default=[], metavar="STORED:SHOWN",
+                        help="show entries owned by uid STORED as owned by SHOWN, and store STORED when "
+                             "something is created or chowned to SHOWN (data written where a user had another "
+                             "uid); repeatable")
+    parser.add_argument("--map-gid", type=_id_pair, action="append", default=[], metavar="STORED:SHOWN",
+                        help="the same for groups; repeatable")
+    parser.add_argument("--force-owner", action="store_true",
+                        help="show every entry as owned by --uid/--gid (default: the mounting user), whatever "
+                             "owner it stores; creates and chowns still store the requester's ids")
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
                         help="default INFO")
     parser.add_argument("--log-file", help="log here (daemon default: $LAKEFUSE_HOME/logs/mount-<dir>.log; "
@@ -100,6 +114,25 @@ def _bounded(parse, what: str, unit: str, high):
         return value
 
     return convert
+
+
+def _id(text: str) -> int:
+    """An argparse type: a user or group ID."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a numeric id: {text!r}") from None
+    if not 0 <= value < 2**32 - 1:
+        raise argparse.ArgumentTypeError(f"id out of range: {text}")
+    return value
+
+
+def _id_pair(text: str) -> tuple[int, int]:
+    """An argparse type: ``STORED:SHOWN`` ids."""
+    stored, sep, shown = text.partition(":")
+    if not sep:
+        raise argparse.ArgumentTypeError(f"expected STORED:SHOWN, got {text!r}")
+    return _id(stored), _id(shown)
 
 
 _seconds = _bounded(float, "a number of", "seconds", 3600)
@@ -244,7 +277,8 @@ def _serve(args, plan: _Plan, on_ready, log_file: str | None = None) -> None:
         backend = AppBackend(app, block_cache)
         spool = _spool_dir(config.home)
         fs = LakeFilesystem(backend, spool_dir=spool, repo=plan.repo, ref=plan.ref, read_only=args.read_only,
-                            change_feed=args.change_poll > 0)
+                            change_feed=args.change_poll > 0, uid=args.uid, gid=args.gid,
+                            uid_map=dict(args.map_uid), gid_map=dict(args.map_gid), force_owner=args.force_owner)
         options = MountOptions(read_only=args.read_only, allow_other=args.allow_other,
                                read_ahead_kb=args.read_ahead_kb, change_poll=args.change_poll,
                                spin=args.spin_us / 1e6, passthrough=args.passthrough,

@@ -140,13 +140,14 @@ def _build_entry_attributes(attrs: Attributes) -> pyfuse3.EntryAttributes:
     entry.st_nlink = attrs.nlink
     entry.st_uid = attrs.uid
     entry.st_gid = attrs.gid
-    entry.st_rdev = 0
+    entry.st_rdev = attrs.rdev
     entry.st_size = attrs.size
     entry.st_blksize = attrs.blksize
     entry.st_blocks = attrs.blocks
-    entry.st_atime_ns = attrs.mtime_ns
-    entry.st_mtime_ns = attrs.mtime_ns
-    entry.st_ctime_ns = attrs.mtime_ns
+    mtime_ns = attrs.mtime_ns
+    entry.st_atime_ns = mtime_ns if attrs.atime_ns is None else attrs.atime_ns
+    entry.st_mtime_ns = mtime_ns
+    entry.st_ctime_ns = mtime_ns if attrs.ctime_ns is None else attrs.ctime_ns
     return entry
 
 
@@ -303,6 +304,10 @@ class LakeOperations(pyfuse3.Operations):
                 mode=attr.st_mode & 0o7777 if fields.update_mode else None,
                 mtime_ns=(time.time_ns() if attr.st_mtime_ns is None else attr.st_mtime_ns)
                 if fields.update_mtime else None,
+                atime_ns=(time.time_ns() if attr.st_atime_ns is None else attr.st_atime_ns)
+                if fields.update_atime else None,
+                uid=attr.st_uid if fields.update_uid else None,
+                gid=attr.st_gid if fields.update_gid else None,
                 fh=fh,
                 chown=fields.update_uid or fields.update_gid)
         return entry_attributes(await self._run(call))
@@ -342,7 +347,7 @@ class LakeOperations(pyfuse3.Operations):
 
     @fuse_errors
     async def mkdir(self, parent_inode, name, mode, ctx):
-        return entry_attributes(await self._run(self.fs.mkdir, parent_inode, name, mode))
+        return entry_attributes(await self._run(self.fs.mkdir, parent_inode, name, mode, ctx.uid, ctx.gid))
 
     @fuse_errors
     async def rmdir(self, parent_inode, name, ctx):
@@ -371,9 +376,9 @@ class LakeOperations(pyfuse3.Operations):
     @fuse_errors
     async def create(self, parent_inode, name, mode, flags, ctx):
         try:  # the name is known in memory (a new name in a directory known whole): no thread hop
-            result, attrs = self.fs.create(parent_inode, name, mode, flags, blocking=False)
+            result, attrs = self.fs.create(parent_inode, name, mode, flags, False, ctx.uid, ctx.gid)
         except WouldBlock:
-            result, attrs = await self._run(self.fs.create, parent_inode, name, mode, flags)
+            result, attrs = await self._run(self.fs.create, parent_inode, name, mode, flags, True, ctx.uid, ctx.gid)
         return file_info(result), entry_attributes(attrs)
 
     @fuse_errors
@@ -432,16 +437,23 @@ class LakeOperations(pyfuse3.Operations):
     async def removexattr(self, inode, name, ctx):
         await self._run(self.fs.removexattr, inode, name)
 
-    # ------------------------------------------------------------------ refused
+    # ------------------------------------------------------------------ links and special files
 
     @fuse_errors
     async def link(self, inode, new_parent_inode, new_name, ctx):
-        self.fs.link(inode, new_parent_inode, new_name)
+        self.fs.link(inode, new_parent_inode, new_name)  # EPERM
 
     @fuse_errors
     async def symlink(self, parent_inode, name, target, ctx):
-        self.fs.symlink(parent_inode, name, target)
+        return entry_attributes(await self._run(self.fs.symlink, parent_inode, name, target, ctx.uid, ctx.gid))
+
+    @fuse_errors
+    async def readlink(self, inode, ctx):
+        try:  # the link's entry is in memory: no thread hop
+            return self.fs.readlink(inode, blocking=False)
+        except WouldBlock:
+            return await self._run(self.fs.readlink, inode)
 
     @fuse_errors
     async def mknod(self, parent_inode, name, mode, rdev, ctx):
-        return entry_attributes(await self._run(self.fs.mknod, parent_inode, name, mode))
+        return entry_attributes(await self._run(self.fs.mknod, parent_inode, name, mode, rdev, ctx.uid, ctx.gid))

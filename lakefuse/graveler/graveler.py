@@ -394,11 +394,13 @@ class Graveler:
         delimiter: bytes = b"",
         after: bytes = b"",
         limit: int = 1000,
+        markers: bool = False,
     ) -> ListingPage:
         """One page of at most ``limit`` items of ``RefView.list`` (see there)."""
         if limit < 1:
             raise InvalidArgument(f"listing limit must be >= 1, got {limit}")
-        items = self._reads.read(self._repo(repo_id), ref, lambda view: (list(islice(view.list(prefix, delimiter, after), limit + 1)), False))
+        items = self._reads.read(self._repo(repo_id), ref, lambda view: (
+            list(islice(view.list(prefix, delimiter, after, markers), limit + 1)), False))
         return ListingPage(items=items[:limit], has_more=len(items) > limit)
 
     def iter_objects(

@@ -143,13 +143,16 @@ class RefView:
             return iter(())
         return Overlay(self.staged_layers(), from_key)
 
-    def list(self, prefix: bytes = b"", delimiter: bytes = b"", after: bytes = b"") -> Iterator[tuple[bytes, ValueRecord | None]]:
+    def list(self, prefix: bytes = b"", delimiter: bytes = b"", after: bytes = b"",
+             markers: bool = False) -> Iterator[tuple[bytes, ValueRecord | None]]:
         """S3-style listing in key order: ``(key, record)`` for objects under ``prefix`` and,
         with a ``delimiter``, ``(common_prefix, None)`` once per deeper "directory" that holds
         at least one visible object.  Only items strictly after ``after``; as in
         ``CommittedManager.list_dir``, a common prefix that ``after`` falls inside counts as
-        already listed.  Subtrees are skipped by seeking past them."""
-        return _list(Overlay(self.layers(), _start_key(prefix, delimiter, after)), prefix, delimiter)
+        already listed.  Subtrees are skipped by seeking past them.  ``markers``: a common
+        prefix comes with the record of the object named exactly like it (a directory marker,
+        the first key of its subtree) instead of None, when there is one."""
+        return _list(Overlay(self.layers(), _start_key(prefix, delimiter, after)), prefix, delimiter, markers)
 
 
 def _start_key(prefix: bytes, delimiter: bytes, after: bytes) -> bytes:
@@ -165,7 +168,8 @@ def _start_key(prefix: bytes, delimiter: bytes, after: bytes) -> bytes:
     return after + b"\x00"
 
 
-def _list(overlay: Overlay, prefix: bytes, delimiter: bytes) -> Iterator[tuple[bytes, ValueRecord | None]]:
+def _list(overlay: Overlay, prefix: bytes, delimiter: bytes,
+          markers: bool = False) -> Iterator[tuple[bytes, ValueRecord | None]]:
     plen = len(prefix)
     pending = None
     while True:
@@ -185,7 +189,7 @@ def _list(overlay: Overlay, prefix: bytes, delimiter: bytes) -> Iterator[tuple[b
             yield key, record
             continue
         common = key[: cut + len(delimiter)]
-        yield common, None
+        yield common, (record if markers and key == common else None)
         # skip the rest of the subtree: a few keys one by one, then seek past it
         skipped = 0
         while True:

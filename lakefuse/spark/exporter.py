@@ -7,7 +7,10 @@ of at most ``objects_per_task`` entries.  Executors read their range straight fr
 namespace and copy each object with a few threads: an object already at the destination with
 the entry's size is skipped (so re-running resumes), others are written atomically (the local
 adapter writes a temporary file and renames it; an S3 PUT is atomic).  Object paths become
-destination keys unchanged.  Only when every object is in place does the driver write
+destination keys unchanged.  In a local destination a symbolic link entry (``lakefuse.posix``)
+is written as a symbolic link, and a FIFO, socket or device entry as one (devices need the
+privilege to make them); in S3 they are objects like the others (a link's bytes are its
+target).  Only when every object is in place does the driver write
 ``_SUCCESS`` (a small JSON document naming the commit), last; otherwise the job fails naming the
 first failures and leaves no marker.
 """
@@ -17,7 +20,9 @@ from __future__ import annotations
 import json
 import math
 import os
+import stat as stat_mode
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -25,6 +30,7 @@ from dataclasses import dataclass, field
 from lakefuse.block.namespace import parse_namespace
 from lakefuse.errors import LakefuseError, ObjectNotFound, StorageError
 from lakefuse.graveler.model import Entry
+from lakefuse.posix import file_format, permissions, rdev, symlink_target
 from lakefuse.spark.executor import adapter_for, iter_range_entries, locate_entry
 from lakefuse.spark.locations import check_outside_namespaces, normalize_location
 from lakefuse.spark.session import Progress
@@ -178,6 +184,9 @@ def _copy_one(namespace: str, settings: JobSettings, dest, key_bytes: bytes, ent
     """``("copied" | "skipped" | "failed", bytes, error)`` for one object."""
     try:
         key = key_bytes.decode("utf-8")
+        root = getattr(dest, "root", None)
+        if root and file_format(entry.metadata) != stat_mode.S_IFREG:
+            return _make_special(os.path.join(root, key), entry)
         try:
             if dest.stat(key).size == entry.size:
                 return "skipped", 0, ""
@@ -204,3 +213,32 @@ def _copy_one(namespace: str, settings: JobSettings, dest, key_bytes: bytes, ent
         return "failed", 0, exc.message
     except OSError as exc:
         return "failed", 0, exc.strerror or str(exc)
+
+
+def _make_special(path: str, entry: Entry):
+    """Write a symbolic link, FIFO, socket or device entry as what it is (a local destination):
+    ``("copied" | "skipped", 0, "")``; one already there, the same, is skipped.  Devices need
+    the privilege to make them (else the object fails with EPERM)."""
+    metadata = entry.metadata
+    fmt = file_format(metadata)
+    target = symlink_target(metadata)
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        st = None
+    if st is not None:
+        if fmt == stat_mode.S_IFLNK and stat_mode.S_ISLNK(st.st_mode) and os.readlink(path) == target:
+            return "skipped", 0, ""
+        if fmt != stat_mode.S_IFLNK and stat_mode.S_IFMT(st.st_mode) == fmt and st.st_rdev == rdev(metadata):
+            return "skipped", 0, ""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    temporary = f"{path}.lakefuse-export-{os.getpid()}-{threading.get_ident()}"
+    if fmt == stat_mode.S_IFLNK:
+        if target is None:
+            return "failed", 0, "a symbolic link entry without its target"
+        os.symlink(target, temporary)
+    else:
+        os.mknod(temporary, fmt | permissions(metadata, 0o644), rdev(metadata))
+        os.chmod(temporary, permissions(metadata, 0o644))  # not narrowed by the umask
+    os.replace(temporary, path)  # atomic, over whatever was there
+    return "copied", 0, ""

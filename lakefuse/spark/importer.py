@@ -40,15 +40,16 @@ import math
 import time
 import zlib
 from bisect import bisect_right
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Mapping
 
+from lakefuse.checksums import content_hasher
 from lakefuse.config import committer_name
 from lakefuse.errors import ConcurrentUpdate, DirtyBranch, InvalidArgument, ReadOnly, RefNotFound
 from lakefuse.graveler.committed.encoding import encode_entry, encode_value, entry_identity, validate_key
 from lakefuse.graveler.committed.files import GravelerFiles
 from lakefuse.graveler.model import Entry, RangeInfo
-from lakefuse.spark.executor import graveler_files
+from lakefuse.spark.executor import adapter_for, graveler_files
 from lakefuse.spark.locations import check_outside_namespaces, key_prefix, normalize_location
 from lakefuse.spark.ranges import check_ordered, replace_prefix, write_sorted_ranges
 from lakefuse.spark.session import Progress
@@ -60,6 +61,8 @@ MAX_PARTITIONS = 1024
 SAMPLE_SIZE = 8192
 COMMIT_ATTEMPTS = 5
 CONTENT_TYPE = "application/octet-stream"
+#: objects the import stores itself (targets of symbolic links), named by their content
+INLINE_PREFIX = "data/posix-"
 
 
 @dataclass(frozen=True)
@@ -73,7 +76,7 @@ class ImportSummary:
     changed: bool  # False: the branch already had exactly this content
     objects: int
     bytes: int
-    skipped: int  # listed entries left out (symlinks, special files, unusable names)
+    skipped: int  # listed entries left out (unusable names, links with non-UTF-8 targets)
     ranges: int
     ranges_uploaded: int  # ranges not already in storage
     listing_tasks: int
@@ -179,7 +182,7 @@ def import_listing(
     tasks_note = f" ({listing_tasks} listing tasks)" if listing_tasks else ""
     progress(f"importing {source_label} into lakefs://{repository}/{branch}/{prefix}{tasks_note}")
 
-    records = objects.map(lambda obj: source_record(prefix, obj))
+    records = objects.map(_recorder(prefix, repo.storage_namespace, settings))
     records.persist(StorageLevel.MEMORY_AND_DISK)
     try:
         with progress.step(spark, "listing the source"):
@@ -315,17 +318,46 @@ def _merge_stats(left, right):
 
 
 def source_record(prefix: str, obj: SourceObject) -> tuple[bytes, tuple[int, bytes]]:
-    """``(key, (size, encoded value))`` of a listed object."""
+    """``(key, (size, encoded value))`` of a listed object (its ``address`` set: see
+    ``store_inline``)."""
     entry = Entry(
         physical_address=obj.address,
         size=obj.size,
         mtime=obj.mtime,
         checksum=obj.checksum,
         content_type=CONTENT_TYPE,
-        metadata={},
-        address_is_full=True,
+        metadata=dict(obj.metadata),
+        address_is_full=obj.address.partition("://")[1] != "",
     )
     return (prefix + obj.key).encode("utf-8"), (obj.size, encode_value(entry_identity(entry), encode_entry(entry)))
+
+
+def inline_address(data: bytes) -> tuple[str, str]:
+    """``(address in the storage namespace, checksum)`` of an object the import stores itself:
+    named by its content, so a re-import stores and references the same object."""
+    hasher = content_hasher()
+    hasher.update(data)
+    checksum = hasher.hexdigest()
+    return f"{INLINE_PREFIX}{checksum.rpartition(':')[2]}", checksum
+
+
+def store_inline(namespace: str, settings: JobSettings, obj: SourceObject) -> SourceObject:
+    """``obj`` with the bytes it carries (a symbolic link's target, a special file's empty
+    content) stored in the repository's namespace and its address set.  Written every time
+    (also when present): a fresh modification time keeps ``gc`` from deleting it before the
+    import commits."""
+    if obj.data is None:
+        return obj
+    address, checksum = inline_address(obj.data)
+    adapter_for(namespace, settings.s3).put(address, obj.data)
+    return replace(obj, address=address, checksum=checksum, size=len(obj.data), data=None)
+
+
+def _recorder(prefix: str, namespace: str, settings: JobSettings):
+    def run(obj: SourceObject):
+        return source_record(prefix, store_inline(namespace, settings, obj))
+
+    return run
 
 
 def _lister(location: SourceLocation, skipped):

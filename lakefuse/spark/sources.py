@@ -13,9 +13,11 @@ Executors run the tasks (``list_task``) and yield ``SourceObject``s.  Entries of
 point at the listed objects (full addresses); the checksum is the S3 ETag, or for local files
 ``fs-<size>-<mtime_ns>-<inode>`` (hex): a cheap deterministic identity that needs no read of
 the data and changes whenever a file is rewritten (it is never MD5-shaped, so readers don't
-mistake it for a content hash).  Local symlinks, sockets, devices, names that are not UTF-8
-and names lakefuse reserves are skipped and counted; directories are walked without following
-symlinks.  S3 keys no lakefuse key can be (``a//b``, folder markers ``dir/``) are skipped.
+mistake it for a content hash).  Local symbolic links, FIFOs, sockets and devices become
+entries of their own (``lakefuse.posix``; a link's target is the bytes of an object the import
+stores, see ``importer``), as the mount shows them; links whose target is not UTF-8, names that
+are not UTF-8 and names lakefuse reserves are skipped and counted; directories are walked
+without following symlinks.  S3 keys no lakefuse key can be (``a//b``, folder markers ``dir/``) are skipped.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from lakefuse.block.base import RESERVED_SEGMENT_PREFIX, check_key
 from lakefuse.block.namespace import parse_namespace
 from lakefuse.config import S3Config
 from lakefuse.errors import InvalidArgument, LakefuseError, NotFound, StorageError
+from lakefuse.posix import MODE_KEY, MTIME_NS_KEY, TYPE_OF_FORMAT, special_metadata
 
 FILES_PER_TASK = 20_000
 MAX_PLAN_DEPTH = 3
@@ -53,7 +56,11 @@ class SourceObject:
     size: int
     mtime: int
     checksum: str
-    address: str  # full URI of the object
+    address: str  # full URI of the object ("" until an inline object is stored: see ``data``)
+    #: user metadata of the entry (``lakefuse.posix`` keys of a link or special file)
+    metadata: tuple[tuple[str, str], ...] = ()
+    #: the bytes of an object the import stores itself (a symbolic link's target), else None
+    data: bytes | None = None
 
 
 @dataclass(frozen=True)
@@ -134,7 +141,7 @@ def _scan_local_level(source: SourceLocation, path: str, files_per_task: int):
                 try:
                     if entry.is_dir(follow_symlinks=False):
                         subdirs.append(entry.name)
-                    elif entry.is_file(follow_symlinks=False):
+                    else:  # files, links, special files
                         files += 1
                 except OSError:
                     continue
@@ -209,6 +216,31 @@ def _local_object(root: str, key: str, st: os.stat_result) -> SourceObject:
     return SourceObject(key, st.st_size, int(st.st_mtime), local_checksum(st), f"local://{root.rstrip('/')}/{key}")
 
 
+def _local_entry(root: str, key: str, st: os.stat_result, path: str) -> SourceObject | None:
+    """A regular file as an object it points at; a symbolic link, FIFO, socket or device as an
+    entry of its own (``lakefuse.posix``: a link's target is stored as its object's bytes, see
+    ``importer``); None for what cannot be imported (a link whose target is not UTF-8)."""
+    if stat_mode.S_ISREG(st.st_mode):
+        return _local_object(root, key, st)
+    fmt = stat_mode.S_IFMT(st.st_mode)
+    if fmt not in TYPE_OF_FORMAT:
+        return None
+    target = None
+    data = b""
+    if fmt == stat_mode.S_IFLNK:
+        data = os.readlink(os.fsencode(path))
+        try:
+            target = data.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    metadata = special_metadata(fmt, target=target, device=st.st_rdev)
+    if fmt != stat_mode.S_IFLNK:
+        metadata[MODE_KEY] = format(stat_mode.S_IMODE(st.st_mode), "o")
+    if st.st_mtime_ns % 1_000_000_000:
+        metadata[MTIME_NS_KEY] = str(st.st_mtime_ns)
+    return SourceObject(key, len(data), int(st.st_mtime), "", "", tuple(sorted(metadata.items())), data)
+
+
 def _walk_local(root: str, path: str, skip) -> Iterator[SourceObject]:
     stack = [path]
     while stack:
@@ -231,12 +263,13 @@ def _walk_local(root: str, path: str, skip) -> Iterator[SourceObject]:
                         skip(1)
                     continue
                 st = entry.stat(follow_symlinks=False)
+                obj = _local_entry(root, rel + name, st, entry.path) if _usable_name(name) else None
             except FileNotFoundError:
                 continue
             except OSError as exc:
                 raise StorageError(f"cannot stat {entry.path}: {exc.strerror or exc}") from None
-            if stat_mode.S_ISREG(st.st_mode) and _usable_name(name):
-                yield _local_object(root, rel + name, st)
+            if obj is not None:
+                yield obj
             else:
                 skip(1)
 
@@ -258,12 +291,13 @@ def _local_files(root: str, task: ListingTask, skip) -> Iterator[SourceObject]:
             if entry.is_dir(follow_symlinks=False):
                 continue  # a tree task of its own
             st = entry.stat(follow_symlinks=False)
+            obj = _local_entry(root, task.path + name, st, entry.path) if _usable_name(name) else None
         except FileNotFoundError:
             continue
         except OSError as exc:
             raise StorageError(f"cannot stat {entry.path}: {exc.strerror or exc}") from None
-        if stat_mode.S_ISREG(st.st_mode) and _usable_name(name):
-            yield _local_object(root, task.path + name, st)
+        if obj is not None:
+            yield obj
         else:
             skip(1)
 

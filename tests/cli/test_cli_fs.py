@@ -134,3 +134,48 @@ def test_cat_of_a_corrupted_object_exits_11(cli, sales):
     assert result.code == 11 and "differs from entry checksum" in result.err
     result = cli("fs", "download", "lakefs://sales/main/a/b.csv", "--dest", "-")
     assert result.code == 11
+
+
+def _stage_posix_entries(repo: str, branch: str) -> None:
+    """Entries as the mount writes them: a symbolic link, a FIFO, a character device, a file
+    with owner and mode (``lakefuse.posix`` keys)."""
+    from lakefuse.app import App
+
+    app = App.from_config()
+    try:
+        catalog = app.catalog
+        catalog.upload_bytes(repo, branch, "posix/link", b"../a/b.csv", metadata={
+            "lakefuse-type": "symlink", "lakefuse-target": "../a/b.csv", "lakefuse-uid": "1000", "lakefuse-gid": "100"})
+        catalog.upload_bytes(repo, branch, "posix/pipe", b"", metadata={"lakefuse-type": "fifo", "lakefuse-mode": "640"})
+        catalog.upload_bytes(repo, branch, "posix/tty", b"", metadata={
+            "lakefuse-type": "char", "lakefuse-mode": "620", "lakefuse-rdev": "4:1"})
+        catalog.upload_bytes(repo, branch, "posix/tool", b"#!/bin/sh\n", metadata={
+            "lakefuse-mode": "4755", "lakefuse-uid": "0", "lakefuse-gid": "0",
+            "lakefuse-mtime-ns": "1700000000123456789", "lakefuse-ctime-ns": "1700000001000000000"})
+    finally:
+        app.close()
+
+
+def test_ls_stat_and_diff_show_links_special_files_and_owners(cli, sales):
+    _stage_posix_entries(sales, "dev")
+    listing = cli("fs", "ls", "lakefs://sales/dev/posix/").out.splitlines()
+    kinds = {line.split()[-1] if "->" not in line else line.split()[-3]: line.split()[0] for line in listing}
+    assert kinds == {"link": "symlink", "pipe": "fifo", "tty": "char", "tool": "object"}
+    assert [line for line in listing if "->" in line][0].endswith("link -> ../a/b.csv")
+
+    human = cli("fs", "stat", "lakefs://sales/dev/posix/link").out
+    assert "Type:" in human and "symlink" in human and "lrwxrwxrwx (0777)" in human
+    assert "Link target:" in human and "../a/b.csv" in human and "1000:100" in human
+    tool = cli("fs", "stat", "lakefs://sales/dev/posix/tool").out
+    assert "-rwsr-xr-x (4755)" in tool and "0:0" in tool and "Change time:" in tool
+    tty = json.loads(cli("fs", "stat", "lakefs://sales/dev/posix/tty", "--json").out)
+    assert tty["posix"] == {"type": "char", "mode": "0620", "rdev": "4:1"}
+    assert "crw--w----" in cli("fs", "stat", "lakefs://sales/dev/posix/tty").out
+    plain = json.loads(cli("fs", "stat", "lakefs://sales/dev/dev.txt", "--json").out)
+    assert "posix" not in plain  # old entries: shown exactly as before
+    assert "Mode:" not in cli("fs", "stat", "lakefs://sales/dev/dev.txt").out
+
+    diff = cli("diff", "lakefs://sales/dev").out.splitlines()
+    assert diff == ["+ posix/link -> ../a/b.csv", "+ posix/pipe (fifo)", "+ posix/tool", "+ posix/tty (char 4:1)"]
+    as_json = json.loads(cli("diff", "lakefs://sales/dev", "--json").out)
+    assert [d["right"]["posix"]["type"] for d in as_json] == ["symlink", "fifo", "file", "char"]

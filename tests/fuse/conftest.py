@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import itertools
 import os
+import shutil
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -45,3 +48,24 @@ def branch(lake_home, lake):
     name = f"b{next(_names)}-{os.getpid()}"
     lake_home.catalog.create_branch("sales", name, "main")
     return lake / f"sales/{name}"
+
+
+@pytest.fixture(scope="module")
+def shared_lake(lake_home):
+    """Every repository mounted read-write with ``--allow-other``, under a directory every user
+    can traverse (the POSIX tests act as other users too)."""
+    root = Path(tempfile.mkdtemp(prefix="lakefuse-shared-"))
+    os.chmod(root, 0o755)
+    mount = MountedLake(lake_home, root / "lake", args=("--allow-other",))
+    mount.start()
+    yield mount
+    mount.stop()
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def shared_branch(lake_home, shared_lake):
+    """A fresh branch of sales (from main) and its directory in ``shared_lake``."""
+    name = f"p{next(_names)}-{os.getpid()}"
+    lake_home.catalog.create_branch("sales", name, "main")
+    return shared_lake / f"sales/{name}"

@@ -7,6 +7,7 @@ skips without either, except under CI=true (see tests/fuse/lakemount.py)."""
 from __future__ import annotations
 
 import os
+import stat
 import sys
 from pathlib import Path
 
@@ -33,18 +34,22 @@ def tree_files(root: Path) -> dict[str, Path]:
 def test_import_then_read_back_through_the_mount_and_the_cli(spark, tmp_path, monkeypatch, capsysbinary):
     require_fuse()
     files = make_tree(tmp_path / "src", sample_tree(150))
+    os.symlink("../top.txt", tmp_path / "src" / "flat" / "link")  # imported as a link
+    os.mkfifo(tmp_path / "src" / "pipe")
     home = LakeHome(tmp_path / "home")
     try:
         home.create_repository("repo1")
         summary = import_objects(spark, home.app, "repo1", "main", str(tmp_path / "src"), prefix="landing",
                                  message="import the tree", records_per_partition=40,
                                  progress=Progress("import", enabled=False))
-        assert summary.objects == len(files) and summary.partitions > 1
+        assert summary.objects == len(files) + 2 and summary.partitions > 1
 
         with mounted(home, tmp_path / "mnt", "lakefs://repo1") as mount:
             for ref in ("main", summary.commit_id):
                 landing = mount / ref / "landing"  # lakefs://repo1 mounted: its refs at the root
                 served = tree_files(landing)
+                assert os.readlink(served.pop("flat/link")) == "../top.txt"
+                assert stat.S_ISFIFO(served.pop("pipe").lstat().st_mode)
                 assert sorted(served) == sorted(files), f"listing through {ref}"
                 for path, data in files.items():
                     assert served[path].read_bytes() == data, f"{ref}/landing/{path}"

@@ -4,6 +4,7 @@ refs other than branch heads, bad input."""
 from __future__ import annotations
 
 import json
+import stat
 import os
 
 import pytest
@@ -106,3 +107,37 @@ def test_failures_leave_no_marker_and_bad_input_fails_early(spark, app, repo, fi
     with pytest.raises(StorageError, match="cannot create"):
         run_export(spark, app, tmp_path / "file" / "sub")
     assert not (tmp_path / "x").exists()
+
+
+def test_symbolic_links_and_fifos_survive_import_and_export(spark, app, repo, tmp_path):
+    """A local tree's links (relative, absolute, dangling) and FIFOs are imported as entries of
+    their own and exported as links and FIFOs again; a re-import gives the same metarange."""
+    src = tmp_path / "src"
+    make_tree(src, {"a/file.txt": b"data", "b/other": b"x"})
+    os.symlink("../a/file.txt", src / "b" / "relative")
+    os.symlink("/etc/hostname", src / "absolute")
+    os.symlink("nowhere", src / "a" / "dangling")
+    os.mkfifo(src / "a" / "pipe")
+    os.chmod(src / "a" / "pipe", 0o666)
+    os.utime(src / "a" / "dangling", ns=(1_600_000_000_123_456_789,) * 2, follow_symlinks=False)
+    first = import_objects(spark, app, repo, "main", str(src), progress=Progress("i", enabled=False))
+    assert first.objects == 6 and first.skipped == 0
+    catalog = app.catalog
+    entries = {item.path: item.entry for item in catalog.iter_objects(repo, "main")}
+    link = entries["b/relative"]
+    assert link.metadata["lakefuse-type"] == "symlink" and link.metadata["lakefuse-target"] == "../a/file.txt"
+    assert catalog.read_object(repo, "main", "b/relative") == b"../a/file.txt" and link.size == 13
+    assert entries["a/dangling"].metadata["lakefuse-mtime-ns"] == "1600000000123456789"
+    assert entries["a/pipe"].metadata["lakefuse-type"] == "fifo" and entries["a/pipe"].metadata["lakefuse-mode"] == "666"
+    assert entries["a/file.txt"].metadata == {}  # regular files: as before
+    again = import_objects(spark, app, repo, "main", str(src), progress=Progress("i", enabled=False))
+    assert again.metarange_id == first.metarange_id
+    out = tmp_path / "out"
+    for attempt in range(2):  # the second run finds everything in place
+        summary = run_export(spark, app, out)
+        assert summary.failed == 0 and (summary.copied, summary.skipped) == ((6, 0) if attempt == 0 else (0, 6))
+    assert os.readlink(out / "b" / "relative") == "../a/file.txt" and (out / "b" / "relative").read_bytes() == b"data"
+    assert os.readlink(out / "absolute") == "/etc/hostname" and os.readlink(out / "a" / "dangling") == "nowhere"
+    pipe = os.lstat(out / "a" / "pipe")
+    assert stat.S_ISFIFO(pipe.st_mode) and stat.S_IMODE(pipe.st_mode) == 0o666
+    assert (out / "a" / "file.txt").read_bytes() == b"data"

@@ -20,7 +20,9 @@ from lakefuse.graveler.model import Entry, MetaRangeID
 from lakefuse.graveler.ports import Repository
 from lakefuse.spark import sources
 from lakefuse.spark.gc import DATA_PREFIX, listing_ranges, namespace_key, retained_commit_ids
-from lakefuse.spark.importer import RangeBounds, partition_bounds, source_record
+from lakefuse.graveler.committed.encoding import decode_entry, decode_value
+from lakefuse.spark.importer import RangeBounds, inline_address, partition_bounds, source_record, store_inline
+from lakefuse.spark.settings import JobSettings
 from lakefuse.spark.locations import check_outside_namespaces, key_prefix, nested_namespaces, overlaps
 from lakefuse.spark.ranges import replace_prefix, write_sorted_ranges
 from lakefuse.spark.sources import SourceLocation, SourceObject, list_task, plan_listing
@@ -120,12 +122,36 @@ def test_local_plan_covers_every_file_once(tmp_path, monkeypatch):
     assert sum(1 for task in tasks if task.kind == "files" and task.path == "flat/") == 6
     skipped = []
     listed = [obj for task in tasks for obj in list_task(source, task, skipped.append)]
-    assert sorted(obj.key for obj in listed) == sorted(expected)
-    assert sum(skipped) == 3  # symlink, fifo, reserved name
+    assert sorted(obj.key for obj in listed) == sorted(expected | {"link", "a/fifo"})
+    assert sum(skipped) == 1  # the reserved name
     by_key = {obj.key: obj for obj in listed}
     top = by_key["top"]
-    assert top.address == f"local://{root}/top" and top.size == 3
+    assert top.address == f"local://{root}/top" and top.size == 3 and top.metadata == () and top.data is None
     assert top.checksum.startswith("fs-") and top.checksum == sources.local_checksum(os.stat(root / "top"))
+    # a link and a FIFO are entries of their own: the link's target is the object the import stores
+    link, fifo = by_key["link"], by_key["a/fifo"]
+    assert link.data == os.fsencode(root / "top") and link.address == ""
+    assert dict(link.metadata)["lakefuse-type"] == "symlink" and dict(link.metadata)["lakefuse-target"] == str(root / "top")
+    assert fifo.data == b"" and dict(fifo.metadata)["lakefuse-type"] == "fifo"
+    assert dict(fifo.metadata)["lakefuse-mode"] == format(os.stat(root / "a" / "fifo").st_mode & 0o7777, "o")
+
+
+def test_inline_objects_are_stored_by_content(tmp_path):
+    settings = JobSettings()
+    namespace = f"local://{tmp_path}/ns"
+    link = SourceObject("l", 3, 1_700_000_000, "", "", (("lakefuse-target", "a/b"), ("lakefuse-type", "symlink")), b"a/b")
+    stored = store_inline(namespace, settings, link)
+    address, checksum = inline_address(b"a/b")
+    assert stored.address == address and address.startswith("data/posix-") and stored.checksum == checksum
+    assert (tmp_path / "ns" / address).read_bytes() == b"a/b" and stored.data is None
+    assert store_inline(namespace, settings, link) == stored  # same content, same object
+    key, (size, raw) = source_record("p/", stored)
+    entry = decode_entry(decode_value(raw)[1])
+    assert key == b"p/l" and size == 3 and not entry.address_is_full and entry.physical_address == address
+    assert entry.metadata == {"lakefuse-target": "a/b", "lakefuse-type": "symlink"}
+    plain = SourceObject("f", 1, 1, "etag", "s3://bucket/f")
+    assert store_inline(namespace, settings, plain) is plain
+    assert decode_entry(decode_value(source_record("", plain)[1][1])[1]).address_is_full
 
 
 def test_listing_ranges_cover_every_key_once():
