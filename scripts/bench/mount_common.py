@@ -54,7 +54,10 @@ class LakeHome:
 
 
 @contextlib.contextmanager
-def lakefuse_mount(home: LakeHome, mountpoint: Path, uri: str | None = None, args: tuple[str, ...] = ()):
+def lakefuse_mount(home: LakeHome, mountpoint: Path, uri: str | None = None, args: tuple[str, ...] = (),
+                   procs: list | None = None):
+    """Mount ``uri`` (everything by default) at ``mountpoint`` until the block ends; ``procs``, if
+    given, receives the daemon's ``Popen`` (to read its memory, say)."""
     mountpoint.mkdir(parents=True, exist_ok=True)
     sock_dir = tempfile.mkdtemp(prefix="lfb-")
     sock_path = os.path.join(sock_dir, "notify")
@@ -63,6 +66,8 @@ def lakefuse_mount(home: LakeHome, mountpoint: Path, uri: str | None = None, arg
     cmd = [sys.executable, "-m", "lakefuse.fuse", "mount", "-f", "--log-level", "WARNING",
            "--log-file", str(home.path / "bench-mount.log"), *args, str(mountpoint)] + ([uri] if uri else [])
     proc = subprocess.Popen(cmd, env=dict(home.env, NOTIFY_SOCKET=sock_path), stdout=subprocess.DEVNULL)
+    if procs is not None:
+        procs.append(proc)
     try:
         sock.settimeout(READY_TIMEOUT)
         while b"READY=1" not in sock.recv(4096):
