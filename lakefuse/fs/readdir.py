@@ -42,6 +42,7 @@ class Readdir(HandleOps):
         self._table = state.table
         self._inodes = inodes
         self._attrs = attributes.get
+        self._listed_attrs = attributes.listed
 
     def opendir(self, node: Node) -> int:
         if not node.kind.is_dir:
@@ -154,11 +155,12 @@ class Readdir(HandleOps):
         """Report the listed entries in ``h.buffer``; False once ``add`` says the kernel's
         buffer is full.  The per-entry loop of every listing (``ls``, ``find``, a Spark
         listing): the inode table's lock is held for the batch, and a name the table
-        knows already (a second listing) costs a dictionary lookup and its cached attributes."""
+        knows already (a second listing) costs a dictionary lookup and its cached attributes
+        if it has any (a listing keeps none: ``NodeAttributes.listed``)."""
         buffer, names, emitted = h.buffer, h.names, h.emitted
         prefix = dir_prefix(h.node.path)
         expires = tree._expiry()
-        tree_node, attrs_of, table = self._inodes.tree_node, self._attrs, self._table
+        tree_node, attrs_of, table = self._inodes.tree_node, self._listed_attrs, self._table
         with table.lock:
             while buffer:
                 name, key, stat = buffer[0]
