@@ -21,7 +21,7 @@ files).  Per size and system:
   lakefuse (bindfs is left out: it takes minutes at 1,000,000 files).
 
     python scripts/bench/listings.py [--objects 200000,1000000] [--per-dir 2000] [--runs 3]
-                                     [--spark] [--workdir DIR] [--keep]
+                                     [--bindfs-runs 1] [--before DIR] [--spark] [--workdir DIR]
 
 Run as root (bindfs, mounts).  Results go to stdout; ``--json FILE`` also writes them.
 """
@@ -45,7 +45,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from mount_common import LakeHome, bindfs_mount, have, lakefuse_mount  # noqa: E402
 
 WORKLOADS = ("find fresh", "find again", "du -s first", "du -s again", "ls -lR again", "rsync -an")
-SYSTEMS = ("local disk", "bindfs", "lakefuse branch", "lakefuse commit")
+SYSTEMS = ["local disk", "bindfs", "lakefuse branch", "lakefuse commit"]
+BEFORE = ("lakefuse branch (before)", "lakefuse commit (before)")
 
 
 def make_tree(root: Path, count: int, per_dir: int) -> None:
@@ -74,7 +75,8 @@ def rss_mb(pid: int) -> float:
 
 
 def walks(directory: Path, runs: int, scratch: Path, fresh: bool = True) -> dict[str, float]:
-    """The workloads over ``directory``, in order (the first ``find`` is the fresh one)."""
+    """The workloads over ``directory``, in order (the first ``find`` is the fresh one); the
+    repeated ones ``runs`` times (median)."""
     out: dict[str, float] = {}
     find = ["find", str(directory)]
     if fresh:
@@ -125,42 +127,49 @@ def measure_size(workdir: Path, home: LakeHome, count: int, args, spark) -> dict
 
     # bindfs first: it walks the local tree once, so the local disk's "fresh" find has warm dentries
     with bindfs_mount(local, workdir / "mnt-bind") as base:
-        results["bindfs"] = walks(base, args.runs, scratch)
+        results["bindfs"] = walks(base, args.bindfs_runs, scratch)
     results["local disk"] = walks(local, args.runs, scratch)
     if spark is not None:
         spark_times["local disk"] = spark_discovery(spark, local)
-    procs: list = []
-    with lakefuse_mount(home, workdir / "mnt-lake", f"lakefs://{repo}", procs=procs) as base:
-        commit_fresh = timed(["find", str(base / commit)])
-    procs.clear()
-    with lakefuse_mount(home, workdir / "mnt-lake", f"lakefs://{repo}", procs=procs) as base:
-        pid = procs[0].pid
-        results["lakefuse branch"] = walks(base / "main", args.runs, scratch)
-        rss["branch"] = rss_mb(pid)
-        results["lakefuse commit"] = walks(base / commit, args.runs, scratch, fresh=False)
-        results["lakefuse commit"]["find fresh"] = commit_fresh
-        rss["branch and commit"] = rss_mb(pid)
-        if spark is not None:
-            spark_times["lakefuse branch"] = spark_discovery(spark, base / "main")
-            spark_times["lakefuse commit"] = spark_discovery(spark, base / commit)
-            rss["both views and Spark's listings"] = rss_mb(pid)
+    versions = [("", None)] + ([(" (before)", args.before)] if args.before else [])
+    for suffix, source in versions:
+        procs: list = []
+        with lakefuse_mount(home, workdir / "mnt-lake", f"lakefs://{repo}", procs=procs, source=source) as base:
+            commit_fresh = timed(["find", str(base / commit)])
+        procs.clear()
+        with lakefuse_mount(home, workdir / "mnt-lake", f"lakefs://{repo}", procs=procs, source=source) as base:
+            pid = procs[0].pid
+            results["lakefuse branch" + suffix] = walks(base / "main", args.runs, scratch)
+            rss["branch" + suffix] = rss_mb(pid)
+            results["lakefuse commit" + suffix] = walks(base / commit, args.runs, scratch, fresh=False)
+            results["lakefuse commit" + suffix]["find fresh"] = commit_fresh
+            rss["branch and commit" + suffix] = rss_mb(pid)
+            if spark is not None and not suffix:
+                spark_times["lakefuse branch"] = spark_discovery(spark, base / "main")
+                spark_times["lakefuse commit"] = spark_discovery(spark, base / commit)
+                rss["both views and Spark's listings"] = rss_mb(pid)
     shutil.rmtree(local, ignore_errors=True)
     shutil.rmtree(scratch, ignore_errors=True)
     return {"objects": count, "seconds": results, "rss_mb": rss,
             "spark": {label: {"seconds": s, "files": n} for label, (s, n) in spark_times.items()}}
 
 
+def systems_of(result: dict) -> list[str]:
+    return [label for label in SYSTEMS + list(BEFORE) if label in result["seconds"]]
+
+
 def print_size(result: dict) -> None:
     count, seconds = result["objects"], result["seconds"]
+    systems = systems_of(result)
     print(f"\n{count:,} objects in directories of files (seconds, medians; x: vs the local disk, same run)")
-    print(f"  {'workload':14}" + "".join(f"{label:>22}" for label in SYSTEMS))
+    print(f"  {'workload':14}" + "".join(f"{label:>26}" for label in systems))
     for workload in WORKLOADS:
         local = seconds["local disk"][workload]
         cells = []
-        for label in SYSTEMS:
+        for label in systems:
             value = seconds[label][workload]
             cells.append(f"{value:8.2f}" + (f" ({value / local:5.1f}x)" if label != "local disk" else " " * 9))
-        print(f"  {workload:14}" + "".join(f"{cell:>22}" for cell in cells))
+        print(f"  {workload:14}" + "".join(f"{cell:>26}" for cell in cells))
     for label, value in result["rss_mb"].items():
         print(f"  daemon RSS after walking the {label}: {value:.0f} MB")
     for label, figures in result["spark"].items():
@@ -171,10 +180,11 @@ def print_scaling(small: dict, big: dict) -> None:
     factor = big["objects"] / small["objects"]
     print(f"\nscaling {small['objects']:,} -> {big['objects']:,} objects ({factor:.0f}x the objects; "
           f"target for lakefuse: {factor:.0f}x +-20%)")
-    print(f"  {'workload':14}" + "".join(f"{label:>22}" for label in SYSTEMS))
+    systems = systems_of(big)
+    print(f"  {'workload':14}" + "".join(f"{label:>26}" for label in systems))
     for workload in WORKLOADS:
-        cells = [f"{big['seconds'][label][workload] / small['seconds'][label][workload]:.1f}x" for label in SYSTEMS]
-        print(f"  {workload:14}" + "".join(f"{cell:>22}" for cell in cells))
+        cells = [f"{big['seconds'][label][workload] / small['seconds'][label][workload]:.1f}x" for label in systems]
+        print(f"  {workload:14}" + "".join(f"{cell:>26}" for cell in cells))
     for label in big["spark"]:
         if label in small["spark"]:
             print(f"  spark discovery, {label}: "
@@ -186,6 +196,11 @@ def main() -> None:
     parser.add_argument("--objects", default="200000,1000000", help="sizes, comma-separated")
     parser.add_argument("--per-dir", type=int, default=2000)
     parser.add_argument("--runs", type=int, default=3, help="runs of each repeated workload (median)")
+    parser.add_argument("--bindfs-runs", type=int, default=1,
+                        help="the same for bindfs (default 1: its ls -lR takes minutes at 1,000,000)")
+    parser.add_argument("--before", default=None, metavar="DIR",
+                        help="also mount with the lakefuse package under DIR (e.g. `git archive` of an "
+                             "older commit): the 'before' columns, in the same run")
     parser.add_argument("--spark", action="store_true", help="also time Spark's partition discovery")
     parser.add_argument("--workdir", default=None)
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
