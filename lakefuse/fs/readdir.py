@@ -13,7 +13,7 @@ The kernel keeps the listings of a ref's directories (``open_dir``: FUSE's ``cac
 so a second ``find`` or ``ls`` is answered without a request: a tag's or commit's for good
 (``keep_cache`` at every opendir), a branch's while its tree vouches for the listing served
 last (``Tree.kernel_keeps``: listed whole from its start, nothing changed in it since, and
-younger than the tree's ``ttl``); else the opendir tells the kernel to drop what it kept, and
+within the tree's ``ttl``); else the opendir tells the kernel to drop what it kept, and
 the listing it is served instead is kept in its place.  The kernel drops a listing itself when
 this mount changes the directory.  Repositories, refs and the control directory are listed
 anew at each opendir.

@@ -508,12 +508,19 @@ class Tree:
     def kernel_keeps(self, path: str) -> bool:
         """Whether the kernel may keep the listing of directory ``path`` it was served last
         (answered at each opendir): always on a tag or commit; on a branch, while the tree
-        vouches for the last listing served whole (``kernel_listed``), until ``ttl``."""
+        vouches for the last listing served whole (``kernel_listed``), for ``ttl`` since it was
+        served, or on a watched branch since it was last kept (the change feed drops it at the
+        poll after another writer's change in the directory)."""
         if self.ttl is None:
             return True
+        now = time.monotonic()
         with self._lock:
             expires = self._kernel_listed.get(path)
-        return expires is not None and expires > time.monotonic()
+            if expires is None or expires <= now:
+                return False
+            if self.change_feed is not None:
+                self._kernel_listed[path] = now + self.ttl
+        return True
 
     def listing_for_kernel(self, path: str) -> object:
         """A listing of directory ``path`` from its start is being served to the kernel: the

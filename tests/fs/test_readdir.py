@@ -124,3 +124,15 @@ def test_a_kept_branch_listing_expires_with_the_branch_timeout(fs, drive, monkey
     later = time.monotonic() + fs.state.branch_ttl + 1
     monkeypatch.setattr(time, "monotonic", lambda: later)
     assert opened(fs, a) == (True, False)
+
+
+def test_a_watched_branch_keeps_a_listing_in_use_beyond_the_timeout(watched, make_driver, monkeypatch, backend):
+    d = make_driver(watched)
+    a = d.ino("sales/main/a")
+    list_whole(watched, a)
+    now = time.monotonic()
+    for step in range(1, 4):  # each opendir within the timeout of the last one keeps it
+        monkeypatch.setattr(time, "monotonic", lambda: now + step * 0.8 * watched.watched_branch_ttl)
+        assert opened(watched, a) == (True, True)
+    monkeypatch.setattr(time, "monotonic", lambda: now + 5 * watched.watched_branch_ttl)
+    assert opened(watched, a) == (True, False)  # unused for longer than the timeout
