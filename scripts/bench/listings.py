@@ -130,6 +130,7 @@ def measure_size(workdir: Path, home: LakeHome, count: int, args, spark) -> dict
         results["bindfs"] = walks(base, args.bindfs_runs, scratch)
     results["local disk"] = walks(local, args.runs, scratch)
     if spark is not None:
+        spark_discovery(spark, local / "part=0000")  # the JVM warms up before anything is timed
         spark_times["local disk"] = spark_discovery(spark, local)
     versions = [("", None)] + ([(" (before)", args.before)] if args.before else [])
     for suffix, source in versions:
@@ -215,7 +216,8 @@ def main() -> None:
     if args.spark:
         from lakefuse.spark.session import spark_session
 
-        spark = spark_session("local[2]", app_name="lakefuse-bench-listings")
+        spark = spark_session("local[2]", app_name="lakefuse-bench-listings",
+                              conf={"spark.driver.memory": "6g"})  # a million FileStatus objects
     results = []
     try:
         for count in (int(text) for text in args.objects.split(",")):
