@@ -12,8 +12,8 @@ expects of READDIRPLUS.
 The kernel keeps the listings of a ref's directories (``open_dir``: FUSE's ``cache_readdir``),
 so a second ``find`` or ``ls`` is answered without a request: a tag's or commit's for good
 (``keep_cache`` at every opendir), a branch's while its tree vouches for the listing served
-last (``Tree.kernel_keeps``: listed whole from its start, nothing changed in it since, and
-within the tree's ``ttl``); else the opendir tells the kernel to drop what it kept, and
+last (``Tree.kernel_keeps``: listed whole from its start, with no file that is not uploaded
+yet, nothing changed in it since, and within the tree's ``ttl``); else the opendir tells the kernel to drop what it kept, and
 the listing it is served instead is kept in its place.  The kernel drops a listing itself when
 this mount changes the directory.  Repositories, refs and the control directory are listed
 anew at each opendir.
@@ -137,7 +137,11 @@ class Readdir(HandleOps):
                         h.kernel_token = None
                     return
                 h.extras_done = True
-                h.buffer.extend(self._state.unstaged.listed_in(tree, node.path, h.names, h.opened))
+                extras = self._state.unstaged.listed_in(tree, node.path, h.names, h.opened)
+                if extras and tree.ttl is not None:  # files not uploaded yet: they may go (a failed
+                    tree.kernel_may_not_keep(node.path)  # write) without a change of the tree
+                    h.kernel_token = None
+                h.buffer.extend(extras)
                 continue
             if not self._emit_buffered(h, add, tree):
                 return

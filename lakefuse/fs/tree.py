@@ -186,7 +186,7 @@ class Tree:
         #: directory path -> until when the kernel may keep the listing it was served whole (a
         #: branch's: see ``kernel_keeps``), and the listings being served to it (path -> token)
         self._kernel_listed: cachetools.LRUCache = cachetools.LRUCache(maxsize=KERNEL_LISTINGS_VOUCHED)
-        self._kernel_listing: dict[str, object] = {}
+        self._kernel_listing: dict[str, tuple[object, float]] = {}
         #: path -> the stat of a file whose entry waits for the stager (see ``remember``)
         self._pending: dict[str, PathStat | None] = {}
         #: directories too big to be learnt whole in one page (see _learn_small_directory)
@@ -541,6 +541,12 @@ class Tree:
                 return
             del self._kernel_listing[path]
             self._kernel_listed[path] = started[1]
+
+    def kernel_may_not_keep(self, path: str) -> None:
+        """The listing of directory ``path`` being served holds what the tree cannot vouch
+        for (files not uploaded yet): the kernel may keep neither it nor the one before."""
+        with self._lock:
+            self._kernel_changed(path)
 
     def _kernel_changed(self, *paths: str) -> None:
         """The listings of the directories ``paths`` changed (under ``_lock``)."""

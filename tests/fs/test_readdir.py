@@ -5,6 +5,7 @@ timeout passes; repositories, refs and the control directory never."""
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
@@ -62,6 +63,11 @@ def test_a_change_through_the_mount_drops_the_kept_listing(fs, drive):
     list_whole(fs, a)
     drive.write("sales/main/a/new.txt", b"new")
     assert opened(fs, a) == (True, False)
+    assert "new.txt" in list_whole(fs, a)
+    assert opened(fs, a) == (True, False)  # listed before its entry was staged
+    fh = fs.opendir(a)
+    fs.fsyncdir(fh)  # staged now
+    fs.releasedir(fh)
     assert "new.txt" in list_whole(fs, a)
     assert opened(fs, a) == (True, True)
     drive.unlink("sales/main/a/new.txt")
@@ -136,3 +142,15 @@ def test_a_watched_branch_keeps_a_listing_in_use_beyond_the_timeout(watched, mak
         assert opened(watched, a) == (True, True)
     monkeypatch.setattr(time, "monotonic", lambda: now + 5 * watched.watched_branch_ttl)
     assert opened(watched, a) == (True, False)  # unused for longer than the timeout
+
+
+def test_a_listing_with_files_not_uploaded_yet_is_not_kept(fs, drive):
+    a = drive.ino("sales/main/a")
+    list_whole(fs, a)
+    assert opened(fs, a) == (True, True)
+    parent, name = drive.parent("sales/main/a/open.txt")
+    created, _attrs = fs.create(parent, name, 0o100644, os.O_WRONLY | os.O_CREAT)
+    fs.write(created.fh, 0, b"not uploaded")
+    assert "open.txt" in list_whole(fs, a)
+    assert opened(fs, a) == (True, False)  # the file may still go (a failed write)
+    fs.release(created.fh)
