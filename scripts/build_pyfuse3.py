@@ -11,10 +11,12 @@ and pyfuse3 exposes no passthrough API.  So this script:
    system-wide changes.  The upstream tarball's SHA-256 is checked too; libfuse is built into
    ``.venv/opt/libfuse`` with meson and ninja;
 2. fetches the pyfuse3 source distribution with pip (its build requirements as wheels) and adds
-   three things to its Cython sources: ``FileInfo(backing_id=...)`` (copied into the open
+   these things to its Cython sources: ``FileInfo(backing_id=...)`` (copied into the open
    reply), asking for ``FUSE_CAP_PASSTHROUGH`` in FUSE_INIT when the operations object says
-   ``enable_passthrough = True``, and ``pyfuse3.passthrough_session_fd()`` (the /dev/fuse
-   descriptor to register backing files on, -1 when the kernel did not grant passthrough);
+   ``enable_passthrough = True``, ``pyfuse3.passthrough_session_fd()`` (the /dev/fuse
+   descriptor to register backing files on, -1 when the kernel did not grant passthrough),
+   and ``FileInfo(cache_readdir=...)`` as an answer of ``opendir`` (a stock pyfuse3 takes only
+   an fh there): with ``keep_cache`` it tells the kernel to keep the directory's listing;
 3. builds a wheel of that pyfuse3 linked to the new libfuse (rpath, so nothing system-wide
    changes: the system's libfuse, fusermount3 and mount helpers stay as they are).
 
@@ -102,6 +104,31 @@ EDITS = [
      "    cdef _copy_to_fuse(self, fuse_file_info *out):\n        out.fh = self.fh\n",
      "    cdef _copy_to_fuse(self, fuse_file_info *out):\n        out.fh = self.fh\n"
      "        out.backing_id = self.backing_id\n"),
+    # opendir may answer a FileInfo (fh, keep_cache, cache_readdir) instead of a bare fh: the
+    # kernel then keeps the directory's listing (FOPEN_CACHE_DIR) across opens (FOPEN_KEEP_CACHE)
+    ("Include/fuse_common.pxd",
+     "        unsigned int nonseekable\n",
+     "        unsigned int nonseekable\n        unsigned int cache_readdir\n"),
+    ("src/pyfuse3/__init__.pyx",
+     "    cdef public int backing_id\n",
+     "    cdef public int backing_id\n    cdef public bint cache_readdir\n"),
+    ("src/pyfuse3/__init__.pyx",
+     "nonseekable=0, backing_id=0):\n",
+     "nonseekable=0, backing_id=0, cache_readdir=0):\n        self.cache_readdir = cache_readdir\n"),
+    ("src/pyfuse3/__init__.pyx",
+     "        out.backing_id = self.backing_id\n",
+     "        out.backing_id = self.backing_id\n"
+     "        if self.cache_readdir:\n"
+     "            out.cache_readdir = 1\n"
+     "        else:\n"
+     "            out.cache_readdir = 0\n"),
+    ("src/pyfuse3/handlers.pxi",
+     "        c.fi.fh = await operations.opendir(c.ino, ctx)\n",
+     "        opened = await operations.opendir(c.ino, ctx)\n"
+     "        if isinstance(opened, FileInfo):\n"
+     "            (<FileInfo> opened)._copy_to_fuse(&c.fi)\n"
+     "        else:\n"
+     "            c.fi.fh = opened\n"),
     ("src/pyfuse3/__init__.pyx",
      "@async_wrapper\nasync def main(",
      "def passthrough_session_fd():\n"
@@ -214,7 +241,7 @@ def patch_pyfuse3(source: Path) -> None:
         path = source / relative
         text = path.read_text()
         if text.count(anchor) != 1:
-            raise BuildError(f"pyfuse3 {PYFUSE3_VERSION}: {relative} changed; cannot add passthrough")
+            raise BuildError(f"pyfuse3 {PYFUSE3_VERSION}: {relative} changed; cannot add lakefuse's edits")
         path.write_text(text.replace(anchor, replacement))
 
 

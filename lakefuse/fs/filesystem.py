@@ -174,6 +174,11 @@ class LakeFilesystem:
     def opendir(self, ino: int) -> int:
         return self._readdir.opendir(self.table.get(ino))
 
+    def open_dir(self, ino: int) -> OpenResult:
+        """``opendir``, and whether the kernel may keep the directory's listing (see
+        ``lakefuse.fs.readdir``)."""
+        return self._readdir.open_dir(self.table.get(ino))
+
     def releasedir(self, fh: int) -> None:
         self._handles.pop(fh)
 

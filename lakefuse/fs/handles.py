@@ -185,7 +185,8 @@ class ControlHandle(Handle):
 class DirHandle(Handle):
     """One opendir: the listing so far (see ``lakefuse.fs.readdir``)."""
 
-    __slots__ = ("static", "emitted", "names", "buffer", "after", "exhausted", "extras_done", "lock", "opened")
+    __slots__ = ("static", "emitted", "names", "buffer", "after", "exhausted", "extras_done", "lock", "opened",
+                 "kernel_token")
 
     def __init__(self, ops: HandleOps, node: Node):
         super().__init__(ops, node)
@@ -199,6 +200,8 @@ class DirHandle(Handle):
         self.extras_done = False
         self.lock = threading.Lock()
         self.opened = time.monotonic()  # files staged since may be missing from its pages
+        #: a branch listing served to the kernel from its start (``Tree.listing_for_kernel``)
+        self.kernel_token: object | None = None
 
 
 class HandleTable:

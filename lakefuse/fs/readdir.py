@@ -8,6 +8,15 @@ the handle's buffer and the pages the tree keeps in memory, else raises ``WouldB
 reporting anything.  Listings of repositories, refs and the control directory are small and
 made at once (``static``).  Every reported entry's lookup count goes up by one, as the kernel
 expects of READDIRPLUS.
+
+The kernel keeps the listings of a ref's directories (``open_dir``: FUSE's ``cache_readdir``),
+so a second ``find`` or ``ls`` is answered without a request: a tag's or commit's for good
+(``keep_cache`` at every opendir), a branch's while its tree vouches for the listing served
+last (``Tree.kernel_keeps``: listed whole from its start, with no file that is not uploaded
+yet, nothing changed in it since, and within the tree's ``ttl``); else the opendir tells the kernel to drop what it kept, and
+the listing it is served instead is kept in its place.  The kernel drops a listing itself when
+this mount changes the directory.  Repositories, refs and the control directory are listed
+anew at each opendir.
 """
 
 from __future__ import annotations
@@ -20,7 +29,7 @@ from lakefuse.fs.attributes import NodeAttributes
 from lakefuse.fs.handles import DirHandle, HandleOps
 from lakefuse.fs.inodes import CONTROL_FILES, Inodes
 from lakefuse.fs.nodes import Node, NodeKind
-from lakefuse.fs.replies import Attributes, WouldBlock
+from lakefuse.fs.replies import Attributes, OpenResult, WouldBlock
 from lakefuse.fs.state import MountState
 from lakefuse.fs.tree import Tree, dir_prefix
 
@@ -33,11 +42,19 @@ class Readdir(HandleOps):
         self._table = state.table
         self._inodes = inodes
         self._attrs = attributes.get
+        self._listed_attrs = attributes.listed
 
     def opendir(self, node: Node) -> int:
         if not node.kind.is_dir:
             raise OSError(errno.ENOTDIR, "not a directory")
         return self._state.handles.add(DirHandle(self, node))
+
+    def open_dir(self, node: Node) -> OpenResult:
+        """``opendir``, and what the kernel may do with the listing (see the module docstring)."""
+        fh = self.opendir(node)
+        if node.kind is not NodeKind.DIR:
+            return OpenResult(fh)
+        return OpenResult(fh, keep_cache=node.tree.kernel_keeps(node.path), cache_readdir=True)
 
     def readdir(self, h: DirHandle, offset: int, add: Add, blocking: bool) -> None:
         if not blocking:
@@ -98,6 +115,8 @@ class Readdir(HandleOps):
                 raise WouldBlock  # before anything is reported: the caller retries it all
         if offset != len(h.emitted):
             self._seek(h, offset)
+        if offset == 0 and tree.ttl is not None:  # a branch's listing, which the kernel keeps
+            h.kernel_token = tree.listing_for_kernel(node.path)
         while len(h.emitted) < 2:  # '.' and '..': reported without a lookup count
             position = len(h.emitted)
             if not add(b"." * (position + 1), self._attrs(node), position + 1):
@@ -113,9 +132,16 @@ class Readdir(HandleOps):
                         return  # what was in memory is out; the kernel asks again for the rest
                     continue
                 if h.extras_done:
+                    if h.kernel_token is not None:  # served whole: the kernel may keep it
+                        tree.kernel_listed(node.path, h.kernel_token)
+                        h.kernel_token = None
                     return
                 h.extras_done = True
-                h.buffer.extend(self._state.unstaged.listed_in(tree, node.path, h.names, h.opened))
+                extras = self._state.unstaged.listed_in(tree, node.path, h.names, h.opened)
+                if extras and tree.ttl is not None:  # files not uploaded yet: they may go (a failed
+                    tree.kernel_may_not_keep(node.path)  # write) without a change of the tree
+                    h.kernel_token = None
+                h.buffer.extend(extras)
                 continue
             if not self._emit_buffered(h, add, tree):
                 return
@@ -133,11 +159,12 @@ class Readdir(HandleOps):
         """Report the listed entries in ``h.buffer``; False once ``add`` says the kernel's
         buffer is full.  The per-entry loop of every listing (``ls``, ``find``, a Spark
         listing): the inode table's lock is held for the batch, and a name the table
-        knows already (a second listing) costs a dictionary lookup and its cached attributes."""
+        knows already (a second listing) costs a dictionary lookup and its cached attributes
+        if it has any (a listing keeps none: ``NodeAttributes.listed``)."""
         buffer, names, emitted = h.buffer, h.names, h.emitted
         prefix = dir_prefix(h.node.path)
         expires = tree._expiry()
-        tree_node, attrs_of, table = self._inodes.tree_node, self._attrs, self._table
+        tree_node, attrs_of, table = self._inodes.tree_node, self._listed_attrs, self._table
         with table.lock:
             while buffer:
                 name, key, stat = buffer[0]

@@ -1,7 +1,7 @@
 """What ``LakeFilesystem`` answers the adapter with: plain records, no FUSE types.
 
 Owns ``Attributes`` (stat(2) of a node, with the kernel's timeouts for it), ``OpenResult``
-(a new handle and how the kernel should treat its pages), ``Invalidations`` (kernel caches
+(a new handle and how the kernel should treat its pages, or a directory's listing), ``Invalidations`` (kernel caches
 the change feed found stale) and ``WouldBlock`` (a ``blocking=False`` call that would have to
 ask the backend: the adapter retries it on a worker thread).
 """
@@ -61,3 +61,6 @@ class OpenResult:
     keep_cache: bool = False
     direct_io: bool = False
     backing_id: int = 0  # FUSE passthrough: the kernel reads this registered local file itself
+    #: a directory: the kernel keeps the listing it is served (FUSE's readdir cache);
+    #: ``keep_cache`` then says whether the listing it kept from an earlier opendir still holds
+    cache_readdir: bool = False

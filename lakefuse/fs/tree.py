@@ -8,6 +8,12 @@ directory is answered from memory; at most ``LISTED_ENTRIES_KEPT`` entries per r
 seconds on a branch and until evicted on a tag or commit (immutable).  A change made through
 this tree (``remember``/``forget``) drops the pages of the directory it is in.
 
+The kernel keeps listings too (``lakefuse.fs.readdir``: FUSE's readdir cache): on a tag or commit
+for good, on a branch while the tree vouches for them.  ``listing_for_kernel`` and
+``kernel_listed`` track the listings served whole to the kernel with nothing changed in between
+(``kernel_keeps``): every change, forget or poll that drops a directory's pages drops that too,
+so the next opendir of the directory tells the kernel to list it anew.
+
 Lookups cost the same whatever the size of the directory.  A name not in the cache is one point
 read of the backend (its object, else the first key under it), never a page of its neighbours
 each time, with three exceptions that only save work: a directory whose every child the tree
@@ -55,6 +61,8 @@ LISTINGS_FOLLOWED = 64
 LISTED_ENTRIES_KEPT = 200_000
 #: directories whose last change through this mount a tree remembers (see ``touch_dirs``)
 DIR_CHANGES_KEPT = 100_000
+#: directories of a branch whose listing the kernel may keep (see ``kernel_keeps``)
+KERNEL_LISTINGS_VOUCHED = 100_000
 CONTROL_DIR_NAME = ".lakefuse"
 
 
@@ -177,6 +185,10 @@ class Tree:
         #: directory path -> _Children: directories whose every child is known
         self._complete: cachetools.LRUCache = cachetools.LRUCache(maxsize=LISTED_ENTRIES_KEPT, getsizeof=_children_size)
         self._listings: dict[str, _Listing] = {}  # directory path -> its listing from the start, under way
+        #: directory path -> until when the kernel may keep the listing it was served whole (a
+        #: branch's: see ``kernel_keeps``), and the listings being served to it (path -> token)
+        self._kernel_listed: cachetools.LRUCache = cachetools.LRUCache(maxsize=KERNEL_LISTINGS_VOUCHED)
+        self._kernel_listing: dict[str, tuple[object, float]] = {}
         #: path -> the stat of a file whose entry waits for the stager (see ``remember``)
         self._pending: dict[str, PathStat | None] = {}
         #: directories too big to be learnt whole in one page (see _learn_small_directory)
@@ -244,6 +256,7 @@ class Tree:
                 self._pending.pop(path, None)
             self._pages.pop(parent, None)
             self._pages.pop(path, None)
+            self._kernel_changed(parent, path)
             self._complete.pop(path, None)
             children = self._complete.get(parent)
             if children is not None:
@@ -266,6 +279,7 @@ class Tree:
                 if (pending.entry if pending is not None else None) is entry:
                     del self._pending[path]
             self._pages.pop(parent, None)
+            self._kernel_changed(parent)
             children = self._complete.get(parent)
             if children is not None and name not in children.names:
                 children.names.add(name)
@@ -286,6 +300,7 @@ class Tree:
             self._cache.pop(path, None)
             self._pages.pop(parent, None)
             self._pages.pop(path, None)
+            self._kernel_changed(parent, path)
             self._complete.pop(path, None)
             children = self._complete.get(parent)
             if children is not None:  # a name the parent may have: a lookup asks the backend
@@ -298,6 +313,8 @@ class Tree:
         with self._lock:
             self._cache.clear()
             self._pages.clear()
+            self._kernel_listed.clear()
+            self._kernel_listing.clear()
             self._complete.clear()
             self._changes += 1
             expires = self._expiry()
@@ -514,6 +531,57 @@ class Tree:
                     self._pages[path] = pages  # re-inserted: the cache counts its entries again
         return result
 
+    # ------------------------------------------------------------------ listings the kernel keeps
+
+    def kernel_keeps(self, path: str) -> bool:
+        """Whether the kernel may keep the listing of directory ``path`` it was served last
+        (answered at each opendir): always on a tag or commit; on a branch, while the tree
+        vouches for the last listing served whole (``kernel_listed``), for ``ttl`` since it was
+        served, or on a watched branch since it was last kept (the change feed drops it at the
+        poll after another writer's change in the directory)."""
+        if self.ttl is None:
+            return True
+        now = time.monotonic()
+        with self._lock:
+            expires = self._kernel_listed.get(path)
+            if expires is None or expires <= now:
+                return False
+            if self.change_feed is not None:
+                self._kernel_listed[path] = now + self.ttl
+        return True
+
+    def listing_for_kernel(self, path: str) -> object:
+        """A listing of directory ``path`` from its start is being served to the kernel: the
+        token that ``kernel_listed`` takes at its end."""
+        token = object()
+        with self._lock:
+            if path not in self._kernel_listing and len(self._kernel_listing) >= LISTINGS_FOLLOWED:
+                self._kernel_listing.pop(next(iter(self._kernel_listing)))  # the oldest, left unfinished
+            self._kernel_listing[path] = (token, self._expiry())
+        return token
+
+    def kernel_listed(self, path: str, token: object) -> None:
+        """The listing ``token`` stands for was served to its end: the kernel may keep it, if
+        nothing in the directory changed since it started."""
+        with self._lock:
+            started = self._kernel_listing.get(path)
+            if started is None or started[0] is not token:
+                return
+            del self._kernel_listing[path]
+            self._kernel_listed[path] = started[1]
+
+    def kernel_may_not_keep(self, path: str) -> None:
+        """The listing of directory ``path`` being served holds what the tree cannot vouch
+        for (files not uploaded yet): the kernel may keep neither it nor the one before."""
+        with self._lock:
+            self._kernel_changed(path)
+
+    def _kernel_changed(self, *paths: str) -> None:
+        """The listings of the directories ``paths`` changed (under ``_lock``)."""
+        for path in paths:
+            self._kernel_listed.pop(path, None)
+            self._kernel_listing.pop(path, None)
+
     # ------------------------------------------------------------------ change feed
 
     def _take_cursor(self) -> None:
@@ -557,6 +625,7 @@ class Tree:
                     self._cache.pop(path, None)
                     self._pages.pop(path, None)
                     self._pages.pop(parent, None)
+                    self._kernel_changed(parent, path)
                     self._complete.pop(path, None)
                     self._complete.pop(parent, None)
                 self._changes += 1

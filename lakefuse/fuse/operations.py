@@ -160,6 +160,28 @@ def file_info(result: OpenResult) -> pyfuse3.FileInfo:
     return pyfuse3.FileInfo(fh=result.fh, keep_cache=result.keep_cache, direct_io=result.direct_io)
 
 
+def _opendir_takes_file_info() -> bool:
+    """Whether this pyfuse3 takes a FileInfo as the answer of opendir (as built by
+    scripts/build_pyfuse3.py; a stock pyfuse3 takes only an fh, and the kernel then keeps no
+    listing)."""
+    try:
+        return pyfuse3.FileInfo(cache_readdir=True).cache_readdir
+    except (TypeError, AttributeError):
+        return False
+
+
+#: see ``_opendir_takes_file_info``
+OPENDIR_TAKES_FILE_INFO = _opendir_takes_file_info()
+
+
+def dir_info(result: OpenResult):
+    """The answer of opendir: with this pyfuse3's FileInfo, whether the kernel keeps the
+    listing (``cache_readdir``) and the one it kept before (``keep_cache``); else the fh."""
+    if not OPENDIR_TAKES_FILE_INFO:
+        return result.fh
+    return pyfuse3.FileInfo(fh=result.fh, keep_cache=result.keep_cache, cache_readdir=result.cache_readdir)
+
+
 def kernel_write_times(fields: pyfuse3.SetattrFields) -> bool:
     """Whether a setattr only carries the times the kernel's writeback cache keeps (mtime and
     ctime: of the writes it sent, at close and fsync; and of an unlinked or renamed file, its
@@ -323,7 +345,7 @@ class LakeOperations(pyfuse3.Operations):
 
     @fuse_errors
     async def opendir(self, inode, ctx):
-        return self.fs.opendir(inode)
+        return dir_info(self.fs.open_dir(inode))
 
     @fuse_errors
     async def readdir(self, fh, start_id, token):

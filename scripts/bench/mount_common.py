@@ -54,7 +54,11 @@ class LakeHome:
 
 
 @contextlib.contextmanager
-def lakefuse_mount(home: LakeHome, mountpoint: Path, uri: str | None = None, args: tuple[str, ...] = ()):
+def lakefuse_mount(home: LakeHome, mountpoint: Path, uri: str | None = None, args: tuple[str, ...] = (),
+                   procs: list | None = None, source: str | None = None):
+    """Mount ``uri`` (everything by default) at ``mountpoint`` until the block ends; ``procs``, if
+    given, receives the daemon's ``Popen`` (to read its memory, say); ``source``: the directory
+    of another lakefuse package to serve it with (an older version, to compare)."""
     mountpoint.mkdir(parents=True, exist_ok=True)
     sock_dir = tempfile.mkdtemp(prefix="lfb-")
     sock_path = os.path.join(sock_dir, "notify")
@@ -62,7 +66,12 @@ def lakefuse_mount(home: LakeHome, mountpoint: Path, uri: str | None = None, arg
     sock.bind(sock_path)
     cmd = [sys.executable, "-m", "lakefuse.fuse", "mount", "-f", "--log-level", "WARNING",
            "--log-file", str(home.path / "bench-mount.log"), *args, str(mountpoint)] + ([uri] if uri else [])
-    proc = subprocess.Popen(cmd, env=dict(home.env, NOTIFY_SOCKET=sock_path), stdout=subprocess.DEVNULL)
+    env = dict(home.env, NOTIFY_SOCKET=sock_path)
+    if source is not None:
+        env["PYTHONPATH"] = source
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL)
+    if procs is not None:
+        procs.append(proc)
     try:
         sock.settimeout(READY_TIMEOUT)
         while b"READY=1" not in sock.recv(4096):

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import struct
+from sys import intern
 from dataclasses import dataclass
 from typing import Iterable
 
@@ -430,7 +431,7 @@ def decode_entry(data: bytes) -> Entry:
                 etag = data[start:pos].decode()
             elif key == 0x3A:
                 pos = start + length
-                content_type = data[start:pos].decode()
+                content_type = intern(data[start:pos].decode())  # a few values: one string each
             elif key == 0x18:
                 pos = start
                 size = length - (1 << 64) if length >= 1 << 63 else length

@@ -1,0 +1,115 @@
+"""Listings through a real kernel mount: the kernel keeps a commit's and a tag's listings, and a
+branch's while they hold (a listing read again while the daemon is stopped still answers), and
+a branch's listing still shows this mount's changes at once and another writer's within the
+change-poll interval."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from lakefuse.fuse.operations import OPENDIR_TAKES_FILE_INFO
+from lakemount import MountedLake
+
+POLL_DEADLINE = 5.0  # seconds: the mount polls every 0.5 s
+
+
+@pytest.fixture(scope="module")
+def listed(lake_home, tmp_path_factory):
+    """A branch with a directory of 300 files, committed and tagged, and a mount of its own
+    (the tests stop and continue its daemon)."""
+    catalog = lake_home.catalog
+    catalog.create_branch("sales", "listings", "main")
+    entry = catalog.upload_bytes("sales", "listings", "many/seed", b"x" * 10)
+    catalog.stage_entries("sales", "listings", [(f"many/f{i:04d}.txt", entry) for i in range(300)])
+    commit = catalog.commit("sales", "listings", "many files", "tests").id
+    catalog.create_tag("sales", "listed-tag", commit)
+    mount = MountedLake(lake_home, tmp_path_factory.mktemp("mnt") / "listings")
+    mount.start()
+    yield mount, commit
+    mount.stop()
+
+
+def listing_while_stopped(mount: MountedLake, directory) -> list[str] | None:
+    """The names of ``directory`` read again (from an opendir made before) while the daemon is
+    stopped: what the kernel kept, or None if it asked the daemon (it would wait for it).  A
+    listing the daemon served makes the kernel ask for the directory's attributes (its atime)
+    at the next ``fstat``: two more listings first (the second, which the kernel answers
+    itself if it can, asks for them)."""
+    os.listdir(directory)
+    os.listdir(directory)
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    found: list[list[str]] = []
+    os.kill(mount.proc.pid, signal.SIGSTOP)
+    try:
+        reader = threading.Thread(target=lambda: found.append(os.listdir(fd)), daemon=True)
+        reader.start()
+        reader.join(2.0)
+        return sorted(found[0]) if found else None
+    finally:
+        os.kill(mount.proc.pid, signal.SIGCONT)
+        reader.join(30)
+        os.close(fd)
+
+
+needs_listing_cache = pytest.mark.skipif(
+    not OPENDIR_TAKES_FILE_INFO, reason="a stock pyfuse3 cannot ask the kernel to keep listings")
+
+
+@needs_listing_cache
+@pytest.mark.parametrize("ref", ["commit", "listed-tag"])
+def test_the_kernel_keeps_a_commit_or_tag_listing(listed, ref):
+    mount, commit = listed
+    directory = mount / f"sales/{commit if ref == 'commit' else ref}/many"
+    names = sorted(os.listdir(directory))
+    assert len(names) == 301
+    assert listing_while_stopped(mount, directory) == names
+
+
+@needs_listing_cache
+def test_the_kernel_keeps_a_branch_listing_until_it_changes(listed, lake_home):
+    mount, _commit = listed
+    directory = mount / "sales/listings/many"
+    names = sorted(os.listdir(directory))
+    assert listing_while_stopped(mount, directory) == names
+    (directory / "mine.txt").write_bytes(b"mine")
+    assert "mine.txt" in os.listdir(directory)
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    os.fsync(fd)  # its entry is staged: a listing with files not uploaded yet is not kept
+    os.close(fd)
+    assert listing_while_stopped(mount, directory) == sorted(names + ["mine.txt"])
+
+
+def test_a_branch_listing_shows_this_mounts_changes_at_once(listed):
+    mount, _commit = listed
+    directory = mount / "sales/listings/many"
+    before = set(os.listdir(directory))
+    (directory / "added.txt").write_bytes(b"a")
+    assert set(os.listdir(directory)) == before | {"added.txt"}
+    os.unlink(directory / "added.txt")
+    assert set(os.listdir(directory)) == before
+    os.mkdir(directory / "sub")
+    assert set(os.listdir(directory)) == before | {"sub"}
+    os.rmdir(directory / "sub")
+    assert set(os.listdir(directory)) == before
+
+
+def test_a_branch_listing_shows_another_writers_change_within_the_poll_interval(listed, lake_home):
+    mount, _commit = listed
+    directory = mount / "sales/listings/many"
+    os.listdir(directory)
+    os.listdir(directory)  # kept by the kernel now
+    lake_home.catalog.upload_bytes("sales", "listings", "many/from-elsewhere.txt", b"e")
+    started = time.monotonic()
+    while "from-elsewhere.txt" not in os.listdir(directory):
+        assert time.monotonic() - started < POLL_DEADLINE, "another writer's new file never listed"
+        time.sleep(0.05)
+    lake_home.catalog.delete_object("sales", "listings", "many/from-elsewhere.txt")
+    started = time.monotonic()
+    while "from-elsewhere.txt" in os.listdir(directory):
+        assert time.monotonic() - started < POLL_DEADLINE, "another writer's deletion never listed"
+        time.sleep(0.05)
