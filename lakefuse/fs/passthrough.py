@@ -108,18 +108,7 @@ class Passthrough:
             return Grant(state.backing_id, direct_io=local_file is None or local_file != state.path)
         if local_file is None or not alone or not self.enabled:
             return NO_GRANT
-        try:
-            backing_id = self._backings.open(local_file)
-        except OSError as exc:
-            if exc.errno in _UNSUPPORTED:
-                self.enabled = False
-                log.warning("passthrough disabled for this mount: %s", exc)
-            else:
-                log.debug("no passthrough for %s: %s", local_file, exc)
-            return NO_GRANT
-        log.debug("the kernel reads %s itself (backing file %d)", local_file, backing_id)
-        state.backing_id, state.path, state.handles = backing_id, local_file, 1
-        return Grant(backing_id)
+        return self._register(state, local_file, lambda: self._backings.open(local_file), "reads")
 
     def open_for_writes(self, state: PassthroughState, spool_path: str, spool_fd: int) -> Grant:
         """The file's only handle, which writes from empty: the kernel writes into the spool
@@ -127,17 +116,22 @@ class Passthrough:
         serves the handle as usual)."""
         if state.backing_id or not self.enabled:
             return NO_GRANT
+        return self._register(state, spool_path, lambda: self._backings.register(spool_fd), "writes")
+
+    def _register(self, state: PassthroughState, path: str, register, what: str) -> Grant:
+        """The first handle's grant: ``register()`` the backing file, or NO_GRANT (an error that
+        means the mount cannot use passthrough at all turns it off)."""
         try:
-            backing_id = self._backings.register(spool_fd)
+            backing_id = register()
         except OSError as exc:
             if exc.errno in _UNSUPPORTED:
                 self.enabled = False
                 log.warning("passthrough disabled for this mount: %s", exc)
             else:
-                log.debug("no passthrough writes into %s: %s", spool_path, exc)
+                log.debug("no passthrough %s of %s: %s", what, path, exc)
             return NO_GRANT
-        log.debug("the kernel writes %s itself (backing file %d)", spool_path, backing_id)
-        state.backing_id, state.path, state.handles = backing_id, spool_path, 1
+        log.debug("the kernel %s %s itself (backing file %d)", what, path, backing_id)
+        state.backing_id, state.path, state.handles = backing_id, path, 1
         return Grant(backing_id)
 
     def release(self, state: PassthroughState) -> None:
