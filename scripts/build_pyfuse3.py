@@ -17,6 +17,9 @@ and pyfuse3 exposes no passthrough API.  So this script:
    descriptor to register backing files on, -1 when the kernel did not grant passthrough),
    and ``FileInfo(cache_readdir=...)`` as an answer of ``opendir`` (a stock pyfuse3 takes only
    an fh there): with ``keep_cache`` it tells the kernel to keep the directory's listing;
+   and ``FileInfo(noflush=...)`` (FOPEN_NOFLUSH: no FLUSH request at close(2) of that handle);
+   and a session loop that reads a request already queued without waiting for the descriptor
+   (a non-blocking /dev/fuse: no lock, epoll registration or scheduler pass per request);
 3. builds a wheel of that pyfuse3 linked to the new libfuse (rpath, so nothing system-wide
    changes: the system's libfuse, fusermount3 and mount helpers stay as they are).
 
@@ -122,6 +125,66 @@ EDITS = [
      "            out.cache_readdir = 1\n"
      "        else:\n"
      "            out.cache_readdir = 0\n"),
+    # open may answer FileInfo(noflush=True) (FOPEN_NOFLUSH): the kernel then sends no FLUSH
+    # at each close(2) of that handle (a read-only one has nothing to flush): a round trip less
+    # per file read
+    ("Include/fuse_common.pxd",
+     "        unsigned int cache_readdir\n",
+     "        unsigned int cache_readdir\n        unsigned int noflush\n"),
+    ("src/pyfuse3/__init__.pyx",
+     "    cdef public bint cache_readdir\n",
+     "    cdef public bint cache_readdir\n    cdef public bint noflush\n"),
+    ("src/pyfuse3/__init__.pyx",
+     "backing_id=0, cache_readdir=0):\n",
+     "backing_id=0, cache_readdir=0, noflush=0):\n        self.noflush = noflush\n"),
+    ("src/pyfuse3/__init__.pyx",
+     "            out.cache_readdir = 0\n",
+     "            out.cache_readdir = 0\n"
+     "        if self.noflush:\n"
+     "            out.noflush = 1\n"
+     "        else:\n"
+     "            out.noflush = 0\n"),
+    # the session loop reads a request that is already queued at once: /dev/fuse is made
+    # non-blocking, and only when it has nothing (EAGAIN) does a task take the read lock and
+    # wait for it to become readable.  Each request used to cost the lock, an epoll
+    # registration and two or three passes of trio's scheduler even when the kernel had
+    # queued it long before; a task that keeps finding requests lets the others run every
+    # 16 of them
+    ("src/pyfuse3/__init__.pyx",
+     "    session_fd = fuse_session_fd(session)\n",
+     "    session_fd = fuse_session_fd(session)\n"
+     "    os.set_blocking(session_fd, False)  # lakefuse: see _session_loop\n"),
+    ("src/pyfuse3/internal.pxi",
+     "    cdef int res\n    cdef fuse_buf buf\n",
+     "    cdef int res\n    cdef fuse_buf buf\n    cdef int fast_reads = 0\n"),
+    ("src/pyfuse3/internal.pxi",
+     "        if not await _wait_fuse_readable():\n"
+     "            break\n\n"
+     "        res = fuse_session_receive_buf(session, &buf)\n",
+     "        res = fuse_session_receive_buf(session, &buf)\n"
+     "        if res == -errno.EAGAIN:  # nothing queued: wait for the next request\n"
+     "            fast_reads = 0\n"
+     "            if not await _wait_fuse_readable():\n"
+     "                break\n"
+     "            continue\n"
+     "        fast_reads += 1\n"
+     "        if fast_reads >= 16:  # found queued 16 times running: let the other tasks run\n"
+     "            fast_reads = 0\n"
+     "            await trio.lowlevel.checkpoint()\n"),
+    # ... and takes the read lock, when no other task holds it, without the extra pass of the
+    # scheduler trio's Lock.acquire makes (wait_readable right after is the checkpoint)
+    ("src/pyfuse3/internal.pxi",
+     "        async with worker_data.read_lock:\n",
+     "        try:  # lakefuse: the lock taken without a pass of the scheduler when it is free\n"
+     "            worker_data.read_lock.acquire_nowait()\n"
+     "        except trio.WouldBlock:\n"
+     "            await worker_data.read_lock.acquire()\n"
+     "        try:\n"),
+    ("src/pyfuse3/internal.pxi",
+     "            #log.debug('%s: fuse fd readable, unparking next task.', name)\n",
+     "            #log.debug('%s: fuse fd readable, unparking next task.', name)\n"
+     "        finally:\n"
+     "            worker_data.read_lock.release()\n"),
     ("src/pyfuse3/handlers.pxi",
      "        c.fi.fh = await operations.opendir(c.ino, ctx)\n",
      "        opened = await operations.opendir(c.ino, ctx)\n"

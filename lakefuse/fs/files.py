@@ -36,6 +36,9 @@ log = logging.getLogger(__name__)
 
 #: the largest write ``write_nowait`` puts in a spool file on the event loop
 INLINE_WRITE_BYTES = 128 * 1024
+#: how much of a branch file the kernel is asked to read in at its open (``_start_reading``):
+#: what its first READ asks for
+READ_AHEAD_BYTES = 128 * 1024
 
 
 def writes_from_empty_only(flags: int, truncated: bool) -> bool:
@@ -96,12 +99,11 @@ class Files(HandleOps):
         if tree_allows and readable_object and of.spool is None and not of.dirty and of.entry is not None:
             try:
                 local_file = self._local_file(of.node.tree.repo, of.entry)
-                if local_file is not None and os.stat(local_file).st_size != of.entry.size:
-                    local_file = None  # an append in place was cut short: the kernel would read past the entry
             except (LakefuseError, OSError) as exc:  # the mount serves the handle, and says why if it cannot
                 log.debug("no passthrough for %s: %s", of.node.path, exc)
                 local_file = None
-        return self.passthrough.open(of.passthrough, local_file, alone=of.handles == 1)
+        return self.passthrough.open(of.passthrough, local_file, alone=of.handles == 1,
+                                     size=of.entry.size if local_file is not None else None)
 
     def _grant_kernel_writes(self, of: OpenFile) -> Grant:
         """The kernel writes into the spool itself (``Passthrough.open_for_writes``) when this
@@ -210,8 +212,38 @@ class Files(HandleOps):
         if node.tree.repo not in self._opened_repos:
             self._uploader.local_storage(node.tree.repo)  # ask once, here (see read_nowait)
             self._opened_repos.add(node.tree.repo)
+        read_only = not writable and not truncate
+        if read_only and not grant.backing_id and not keep_cache:
+            self._start_reading(handle)
         return OpenResult(self._handles.add(handle), keep_cache=keep_cache, direct_io=handle.direct_io,
-                          backing_id=grant.backing_id)
+                          backing_id=grant.backing_id, noflush=read_only)
+
+    def _start_reading(self, h: FileHandle) -> None:
+        """A read-only handle the mount serves from a local object (a branch file): open the
+        object now and have the kernel start reading its first bytes in without waiting for
+        them (``will_need``).  The first READ comes a round trip later and then usually finds
+        them in the page cache, so it is answered on the event loop (``read_nowait``) instead
+        of costing a thread hop and a disk wait; that hop was most of the cost of reading a
+        small branch file.  Best effort: anything unusual is left to the read."""
+        entry = h.entry
+        if (entry is None or not entry.size or h.open_file.spool is not None or self._local_file is None
+                or not self._uploader.known_local(h.open_file.node.tree.repo)):
+            return
+        repo = h.open_file.node.tree.repo
+        try:
+            if self._local_file(repo, entry) is None or not h.lock.acquire(blocking=False):
+                return
+            try:
+                if h.reader is None:
+                    h.reader = self._state.backend.open_reader(repo, entry)
+            finally:
+                h.lock.release()
+        except (LakefuseError, OSError) as exc:  # e.g. the object is missing: the read says so
+            log.debug("no read-ahead for %s: %s", h.open_file.node.path, exc)
+            return
+        will_need = getattr(h.reader, "will_need", None)
+        if will_need is not None:
+            will_need(0, min(entry.size, READ_AHEAD_BYTES))
 
     def create(self, parent: Node, name: bytes | str, mode: int, flags: int, blocking: bool = True,
                uid: int | None = None, gid: int | None = None) -> tuple[OpenResult, Attributes]:

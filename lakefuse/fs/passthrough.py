@@ -62,8 +62,9 @@ _UNSUPPORTED = {errno.EPERM, errno.ENOTTY, errno.EOPNOTSUPP, errno.EINVAL, errno
 class BackingFiles(Protocol):
     """The kernel side (``lakefuse.fuse.passthrough.KernelBackingFiles``)."""
 
-    def open(self, path: str) -> int:
-        """Register the file at ``path`` for reading; its backing ID (> 0).  OSError on failure."""
+    def open(self, path: str, size: int | None = None) -> int:
+        """Register the file at ``path`` for reading; its backing ID (> 0).  OSError on failure,
+        ESTALE if ``size`` is given and the file is not that size."""
 
     def register(self, fd: int) -> int:
         """Register the file open as ``fd`` (read-write: the kernel also writes into it); its
@@ -99,16 +100,19 @@ class Passthrough:
         self._backings = backings
         self.enabled = True
 
-    def open(self, state: PassthroughState, local_file: str | None, *, alone: bool) -> Grant:
+    def open(self, state: PassthroughState, local_file: str | None, *, alone: bool,
+             size: int | None = None) -> Grant:
         """A new handle of a file.  ``local_file``: the immutable local file holding exactly the
         bytes this handle reads, or None (a write, a changed or remote object); ``alone``: no
-        other handle of the file is open."""
+        other handle of the file is open; ``size``: the object's size, which the local file
+        must have (an append in place cut short leaves it longer: the kernel would read past
+        the object)."""
         if state.backing_id:
             state.handles += 1
             return Grant(state.backing_id, direct_io=local_file is None or local_file != state.path)
         if local_file is None or not alone or not self.enabled:
             return NO_GRANT
-        return self._register(state, local_file, lambda: self._backings.open(local_file), "reads")
+        return self._register(state, local_file, lambda: self._backings.open(local_file, size), "reads")
 
     def open_for_writes(self, state: PassthroughState, spool_path: str, spool_fd: int) -> Grant:
         """The file's only handle, which writes from empty: the kernel writes into the spool

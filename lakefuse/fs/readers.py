@@ -147,6 +147,14 @@ class LocalFileReader:
             return None  # e.g. RWF_NOWAIT unsupported here: the blocking path reports real errors
         return view[:got] if got == size else None
 
+    def will_need(self, offset: int, size: int) -> None:
+        """Have the kernel start reading these bytes into the page cache; returns at once
+        (``posix_fadvise(WILLNEED)`` queues the reads, it does not wait for them)."""
+        try:
+            os.posix_fadvise(self._fd, offset, size, os.POSIX_FADV_WILLNEED)
+        except OSError:
+            pass  # a hint: the read itself reports real errors
+
     def close(self) -> None:
         with self._lock:
             fd, self._fd = self._fd, -1

@@ -61,6 +61,8 @@ class OpenResult:
     keep_cache: bool = False
     direct_io: bool = False
     backing_id: int = 0  # FUSE passthrough: the kernel reads this registered local file itself
+    #: no FLUSH at close(2) of this handle (FOPEN_NOFLUSH): a read-only one has nothing to flush
+    noflush: bool = False
     #: a directory: the kernel keeps the listing it is served (FUSE's readdir cache);
     #: ``keep_cache`` then says whether the listing it kept from an earlier opendir still holds
     cache_readdir: bool = False

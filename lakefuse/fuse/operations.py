@@ -151,13 +151,28 @@ def _build_entry_attributes(attrs: Attributes) -> pyfuse3.EntryAttributes:
     return entry
 
 
+def _file_info_takes_noflush() -> bool:
+    """Whether this pyfuse3's FileInfo passes ``noflush`` on (as built by
+    scripts/build_pyfuse3.py; a stock pyfuse3 has no such argument: the kernel then sends a
+    FLUSH at every close(2), answered at once for a read-only handle)."""
+    try:
+        return pyfuse3.FileInfo(noflush=True).noflush
+    except (TypeError, AttributeError):
+        return False
+
+
+#: see ``_file_info_takes_noflush``
+FILE_INFO_TAKES_NOFLUSH = _file_info_takes_noflush()
+
+
 def file_info(result: OpenResult) -> pyfuse3.FileInfo:
     # backing_id only where there is one: a stock pyfuse3 (no passthrough, so never a backing
     # ID) has no such argument; the kernel refuses keep_cache on a passthrough open
+    extra = {"noflush": True} if result.noflush and FILE_INFO_TAKES_NOFLUSH else {}
     if result.backing_id:
         return pyfuse3.FileInfo(fh=result.fh, keep_cache=False, direct_io=result.direct_io,
-                                backing_id=result.backing_id)
-    return pyfuse3.FileInfo(fh=result.fh, keep_cache=result.keep_cache, direct_io=result.direct_io)
+                                backing_id=result.backing_id, **extra)
+    return pyfuse3.FileInfo(fh=result.fh, keep_cache=result.keep_cache, direct_io=result.direct_io, **extra)
 
 
 def _opendir_takes_file_info() -> bool:

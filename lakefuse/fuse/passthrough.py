@@ -61,9 +61,11 @@ class KernelBackingFiles:
     def __init__(self, session_fd: int):
         self._session_fd = session_fd
 
-    def open(self, path: str) -> int:
+    def open(self, path: str, size: int | None = None) -> int:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         try:  # the kernel keeps its own reference to the file
+            if size is not None and os.fstat(fd).st_size != size:
+                raise OSError(errno.ESTALE, f"{path} is not {size} bytes long")
             return self.register(fd)
         finally:
             os.close(fd)

@@ -26,10 +26,11 @@ class RecordingBackings:
         self.opened = 0
         self.writable: set[int] = set()
 
-    def open(self, path: str) -> int:
+    def open(self, path: str, size: int | None = None) -> int:
         if self.fail is None:
-            with open(path, "rb"):  # the kernel needs a file it can open
-                pass
+            with open(path, "rb") as f:  # the kernel needs a file it can open
+                if size is not None and os.fstat(f.fileno()).st_size != size:
+                    raise OSError(errno.ESTALE, "not the object's size")
         return self._registered(path, writable=False)
 
     def register(self, fd: int) -> int:
@@ -97,6 +98,18 @@ def test_no_backing_file_while_other_handles_use_the_page_cache(tmp_path):
     passthrough = Passthrough(RecordingBackings())
     grant = passthrough.open(PassthroughState(), str(tmp_path / "obj"), alone=False)
     assert grant.backing_id == 0 and not grant.direct_io
+
+
+def test_a_local_file_longer_than_the_object_is_not_registered(tmp_path):
+    """An append in place cut short leaves the object's file longer than its entry: the kernel
+    would read past the object, so the mount serves that handle (and passthrough stays on)."""
+    (tmp_path / "obj").write_bytes(b"x,y\n1,2\nappended")
+    backings = RecordingBackings()
+    passthrough = Passthrough(backings)
+    grant = passthrough.open(PassthroughState(), str(tmp_path / "obj"), alone=True, size=8)
+    assert grant.backing_id == 0 and not backings.open_ids
+    assert passthrough.enabled
+    assert passthrough.open(PassthroughState(), str(tmp_path / "obj"), alone=True, size=16).backing_id
 
 
 @pytest.mark.parametrize("failure, stays_enabled", [(errno.EPERM, False), (errno.ENOENT, True)])

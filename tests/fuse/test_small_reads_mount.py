@@ -1,0 +1,79 @@
+"""Reading many small files through a real kernel mount (issue 18, read side): closing a
+read-only descriptor costs no round trip to the daemon (FOPEN_NOFLUSH), while closing one that
+wrote still waits for the daemon (its close reports upload errors); and the probe-and-read
+pattern of Hadoop's checksum filesystem returns every file's bytes on a branch and a commit."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+
+import pytest
+
+from lakefuse.fuse.operations import FILE_INFO_TAKES_NOFLUSH
+from lakemount import MountedLake
+
+needs_noflush = pytest.mark.skipif(
+    not FILE_INFO_TAKES_NOFLUSH, reason="a stock pyfuse3 cannot tell the kernel to skip FLUSH")
+
+
+@pytest.fixture(scope="module")
+def small_files(lake_home, tmp_path_factory):
+    """200 small files on a branch, committed; and a mount of its own (the tests stop and
+    continue its daemon)."""
+    catalog = lake_home.catalog
+    catalog.create_branch("sales", "small-reads", "main")
+    for i in range(200):
+        catalog.upload_bytes("sales", "small-reads", f"parts/part-{i:05d}.csv", f"id\n{i}\n".encode())
+    commit = catalog.commit("sales", "small-reads", "small files", "tests").id
+    mount = MountedLake(lake_home, tmp_path_factory.mktemp("mnt") / "small")
+    mount.start()
+    yield mount, commit
+    mount.stop()
+
+
+def closes_while_stopped(mount: MountedLake, fd: int) -> bool:
+    """Whether close(fd) returns while the daemon is stopped (it would wait for a FLUSH)."""
+    os.kill(mount.proc.pid, signal.SIGSTOP)
+    closer = threading.Thread(target=os.close, args=(fd,), daemon=True)
+    try:
+        closer.start()
+        closer.join(2.0)
+        return not closer.is_alive()
+    finally:
+        os.kill(mount.proc.pid, signal.SIGCONT)
+        closer.join(30)
+
+
+@needs_noflush
+@pytest.mark.parametrize("ref", ["small-reads", "commit"])
+def test_closing_a_read_only_descriptor_does_not_wait_for_the_daemon(small_files, ref):
+    mount, commit = small_files
+    path = mount.mountpoint / "sales" / (commit if ref == "commit" else ref) / "parts/part-00007.csv"
+    fd = os.open(path, os.O_RDONLY)
+    assert os.read(fd, 100) == b"id\n7\n"
+    assert closes_while_stopped(mount, fd)
+
+
+@needs_noflush
+def test_closing_a_descriptor_that_wrote_still_waits_for_the_daemon(small_files):
+    """The other half: a written file's close reports its upload's errors, so it waits."""
+    mount, _ = small_files
+    fd = os.open(mount.mountpoint / "sales/small-reads/parts/written.csv", os.O_RDWR | os.O_CREAT, 0o644)
+    os.write(fd, b"id\n1\n")
+    assert not closes_while_stopped(mount, fd)
+    assert (mount.mountpoint / "sales/small-reads/parts/written.csv").read_bytes() == b"id\n1\n"
+
+
+@pytest.mark.parametrize("ref", ["small-reads", "commit"])
+def test_probe_for_a_checksum_file_then_read_every_file(small_files, ref):
+    """Hadoop's checksum filesystem: stat ``.<name>.crc`` (missing), then read the file, for
+    names never listed before; every byte comes back, on the branch and in the commit."""
+    mount, commit = small_files
+    root = mount.mountpoint / "sales" / (commit if ref == "commit" else ref) / "parts"
+    for i in range(200):
+        name = f"part-{i:05d}.csv"
+        with pytest.raises(FileNotFoundError):
+            os.stat(root / f".{name}.crc")
+        assert (root / name).read_bytes() == f"id\n{i}\n".encode()
