@@ -6,6 +6,7 @@ lakefuse branch holding the same files, side by side in one run on the same disk
 
     python scripts/bench/many_small_reads.py [--runs 3] [--dirs 100] [--per-dir 1000] [--spark]
         [--master local[2]] [--workdir /var/tmp] [--timeout 1800] [--keep] [--quick]
+        [--mount-args "--spin-us 0"]
 
 The dataset: ``--dirs`` directories ``data/d000 ...`` of ``--per-dir`` files ``part-00000.csv
 ...``, each "id,value\\n<n>,<2n>\\n" (a few bytes), written once on local disk (the local
@@ -223,6 +224,8 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=1800.0, help="bound of each workload, seconds (default 1800)")
     parser.add_argument("--keep", action="store_true", help="keep the work directory (unmounted)")
     parser.add_argument("--quick", action="store_true", help="5 x 200 files, one run: a check that it works")
+    parser.add_argument("--mount-args", default="",
+                        help="more options for both lakefuse mounts, one string (e.g. \"--spin-us 0\")")
     args = parser.parse_args()
     quick = args.quick
     runs = args.runs or (1 if quick else 3)
@@ -233,7 +236,7 @@ def main() -> None:
 
     workdir = Path(tempfile.mkdtemp(prefix="lakefuse-bench-reads-", dir=args.workdir))
     try:
-        bench(workdir, runs, dirs, per_dir, args.spark, args.master, args.timeout)
+        bench(workdir, runs, dirs, per_dir, args.spark, args.master, args.timeout, tuple(args.mount_args.split()))
     finally:
         for mnt in workdir.glob("mnt-*"):
             unmount(mnt)
@@ -243,7 +246,8 @@ def main() -> None:
             shutil.rmtree(workdir, ignore_errors=True)
 
 
-def bench(workdir: Path, runs: int, dirs: int, per_dir: int, use_spark: bool, master: str, timeout: float) -> None:
+def bench(workdir: Path, runs: int, dirs: int, per_dir: int, use_spark: bool, master: str, timeout: float,
+          mount_args: tuple[str, ...] = ()) -> None:
     started = time.monotonic()
     total = dirs * per_dir
     probe_dirs = list(range(PROBE_DIRS))
@@ -283,7 +287,8 @@ def bench(workdir: Path, runs: int, dirs: int, per_dir: int, use_spark: bool, ma
                 print("bindfs: not installed (n/a below)")
             for label, ref in (("commit", commit_id), ("branch", "main")):
                 mnt = stack.enter_context(lakefuse_mount(home, workdir / f"mnt-lake-{label}",
-                                                         args=("--cache-dir", str(workdir / f"cache-{label}"))))
+                                                         args=("--cache-dir", str(workdir / f"cache-{label}"),
+                                                               *mount_args)))
                 systems.append(System(f"lakefuse {label}", mnt / REPO / ref))
 
             for r in range(runs):
