@@ -226,24 +226,35 @@ class Files(HandleOps):
         of costing a thread hop and a disk wait; that hop was most of the cost of reading a
         small branch file.  Best effort: anything unusual is left to the read."""
         entry = h.entry
-        if (entry is None or not entry.size or h.open_file.spool is not None or self._local_file is None
-                or not self._uploader.known_local(h.open_file.node.tree.repo)):
+        if entry is None or not entry.size or h.open_file.spool is not None:
             return
-        repo = h.open_file.node.tree.repo
         try:
-            if self._local_file(repo, entry) is None or not h.lock.acquire(blocking=False):
+            if not self._open_local_reader(h, entry):
                 return
-            try:
-                if h.reader is None:
-                    h.reader = self._state.backend.open_reader(repo, entry)
-            finally:
-                h.lock.release()
         except (LakefuseError, OSError) as exc:  # e.g. the object is missing: the read says so
             log.debug("no read-ahead for %s: %s", h.open_file.node.path, exc)
             return
         will_need = getattr(h.reader, "will_need", None)
         if will_need is not None:
             will_need(0, min(entry.size, READ_AHEAD_BYTES))
+
+    def _open_local_reader(self, h: FileHandle, entry) -> bool:
+        """Give ``h`` a reader of its object if that is a file of storage known to be on this
+        machine (an ``open``, never a wait: may run on the event loop); whether ``h`` has a
+        reader.  False if the object is not local or another thread holds the handle."""
+        if h.reader is not None:
+            return True
+        repo = h.open_file.node.tree.repo
+        if self._local_file is None or not self._uploader.known_local(repo):
+            return False
+        if self._local_file(repo, entry) is None or not h.lock.acquire(blocking=False):
+            return False
+        try:
+            if h.reader is None:
+                h.reader = self._state.backend.open_reader(repo, entry)
+        finally:
+            h.lock.release()
+        return True
 
     def create(self, parent: Node, name: bytes | str, mode: int, flags: int, blocking: bool = True,
                uid: int | None = None, gid: int | None = None) -> tuple[OpenResult, Attributes]:
@@ -371,16 +382,7 @@ class Files(HandleOps):
         entry = h.entry
         if entry is None or offset >= entry.size:
             return b""
-        repo = h.open_file.node.tree.repo
-        if h.reader is None and self._local_file is not None and self._uploader.known_local(repo):
-            path = self._local_file(repo, entry)  # a local object: opened here
-            if path is None or not h.lock.acquire(blocking=False):
-                raise WouldBlock
-            try:
-                if h.reader is None:
-                    h.reader = self._state.backend.open_reader(repo, entry)
-            finally:
-                h.lock.release()
+        self._open_local_reader(h, entry)  # a local object: opened here
         read_nowait = getattr(h.reader, "read_nowait", None)
         if read_nowait is None:
             raise WouldBlock

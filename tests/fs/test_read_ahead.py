@@ -10,7 +10,6 @@ from lakefuse.fs.filesystem import LakeFilesystem
 from lakefuse.fs.readers import LocalFileReader
 from test_passthrough import LocalFilesBackend, RecordingBackings
 
-from conftest import Driver
 
 
 class RecordingReader(LocalFileReader):
@@ -39,7 +38,7 @@ class LocalReadersBackend(LocalFilesBackend):
         return reader
 
 
-def filesystem(tmp_path, big: bytes = b""):
+def filesystem(tmp_path, make_driver, big: bytes = b""):
     backend = LocalReadersBackend(tmp_path)
     backend.create_repository("sales")
     backend.put_object("sales", "main", "top.csv", b"x,y\n1,2\n")
@@ -47,16 +46,16 @@ def filesystem(tmp_path, big: bytes = b""):
         backend.put_object("sales", "main", "big.bin", big)
     backend.commit("sales", "main", "first")
     fs = LakeFilesystem(backend, spool_dir=str(tmp_path / "spool"))
-    return fs, backend, Driver(fs)
+    return fs, backend, make_driver(fs)
 
 
 def open_read_only(fs, drive, path):
-    fs.open(drive.ino(path), os.O_RDONLY)  # the first open asks where the storage is
+    fs.release(fs.open(drive.ino(path), os.O_RDONLY).fh)  # the first open asks where the storage is
     return fs.open(drive.ino(path), os.O_RDONLY)
 
 
-def test_a_branch_file_is_opened_and_read_in_at_open(tmp_path):
-    fs, backend, drive = filesystem(tmp_path)
+def test_a_branch_file_is_opened_and_read_in_at_open(tmp_path, make_driver):
+    fs, backend, drive = filesystem(tmp_path, make_driver)
     result = open_read_only(fs, drive, "sales/main/top.csv")
     assert result.noflush
     assert backend.readers and backend.readers[-1].advised == [(0, 8)]
@@ -65,15 +64,15 @@ def test_a_branch_file_is_opened_and_read_in_at_open(tmp_path):
     fs.release(result.fh)
 
 
-def test_only_the_first_bytes_of_a_big_file_are_read_in(tmp_path):
-    fs, backend, drive = filesystem(tmp_path, big=os.urandom(3 << 20))
+def test_only_the_first_bytes_of_a_big_file_are_read_in(tmp_path, make_driver):
+    fs, backend, drive = filesystem(tmp_path, make_driver, big=os.urandom(3 << 20))
     result = open_read_only(fs, drive, "sales/main/big.bin")
     assert backend.readers[-1].advised == [(0, 128 * 1024)]
     fs.release(result.fh)
 
 
-def test_no_read_ahead_when_the_kernel_reads_or_the_handle_writes(tmp_path):
-    fs, backend, drive = filesystem(tmp_path)
+def test_no_read_ahead_when_the_kernel_reads_or_the_handle_writes(tmp_path, make_driver):
+    fs, backend, drive = filesystem(tmp_path, make_driver)
     fs.enable_passthrough(RecordingBackings())
     backend.create_tag("sales", "v1", "main")
     by_kernel = open_read_only(fs, drive, "sales/v1/top.csv")
