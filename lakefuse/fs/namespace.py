@@ -56,6 +56,10 @@ class Namespace:
         stat, _ = self._inodes.stat_path(tree, path, True)
         if stat is not None:
             raise OSError(errno.EEXIST, path)
+        if tree.waits_for_stager(path):
+            # a file of that name was deleted and its deletion waits for the stager: staged
+            # first, or listings would show that file (still staged) in place of the directory
+            self._stager.flush(tree)
         metadata = {}
         if uid is not None:
             shown = self._attrs(parent)
@@ -94,11 +98,29 @@ class Namespace:
 
     def unlink(self, parent: Node, name: bytes | str, blocking: bool = True) -> None:
         """``blocking=False``: WouldBlock (before any change) unless memory knows the file and
-        its directory's marker, so the unlink is a deletion queued for the stager."""
+        its directory's marker, so the unlink is a deletion queued for the stager.
+
+        A file still open (its RELEASE, which may store it, can come after the close(2) that
+        preceded this unlink) is unlinked under its lock: an upload under way finishes first,
+        and the deletion is queued after its entry; an upload after it finds the file detached
+        and stages nothing."""
         tree = self._inodes.writable_tree(parent)
         name = decode_name(name)
         refuse_control_dir_name(parent, name, errno.EPERM)
         path = join(parent.path, name)
+        node = self._inodes.find(tree, path)
+        of = node.open_file if node is not None else None
+        if of is None:
+            self._unlink(tree, parent, path, blocking)
+            return
+        if not of.lock.acquire(blocking=blocking):
+            raise WouldBlock  # an upload holds it: the unlink waits on a worker thread
+        try:
+            self._unlink(tree, parent, path, blocking)
+        finally:
+            of.lock.release()
+
+    def _unlink(self, tree: Tree, parent: Node, path: str, blocking: bool) -> None:
         unstaged = self._unstaged.node(tree, path)
         stat = unstaged.stat if unstaged is not None else None
         if stat is None:  # what memory says (the kernel just looked it up), else the backend now

@@ -77,6 +77,8 @@ class PathStat(NamedTuple):
 
 
 ROOT_STAT = PathStat(True, None)
+#: ``Tree.stat``: the path had nothing waiting for the stager
+_NOT_PENDING = object()
 #: a directory seen only through the keys under it (no marker object known)
 IMPLIED_DIR_STAT = ROOT_STAT
 #: names no directory entry may have, whatever their length
@@ -286,6 +288,12 @@ class Tree:
                 self._complete[parent] = children
             self._changes += 1
 
+    def waits_for_stager(self, path: str) -> bool:
+        """Whether this mount's newest change of ``path`` waits for the stager (``remember``
+        with ``pending``)."""
+        with self._lock:
+            return path in self._pending
+
     def remember_empty_dir(self, path: str, stat: PathStat) -> float:
         """``remember`` a directory this mount just made, which holds nothing yet."""
         expires = self.remember(path, stat)
@@ -355,7 +363,9 @@ class Tree:
             hit = self._learn_small_directory(path)
             if hit is not None:
                 return hit
-        changes = self._changes
+        with self._lock:
+            changes = self._changes
+            pending_before = self._pending.get(path, _NOT_PENDING)
         entry = self.backend.get_entry(self.repo, self.ref, path)
         if entry is not None:
             stat = PathStat(False, entry)
@@ -372,6 +382,8 @@ class Tree:
         with self._lock:
             if path in self._pending:  # the backend's answer is older than this mount's
                 stat = self._pending[path]
+            elif pending_before is not _NOT_PENDING:  # staged meanwhile: the answer may predate it
+                stat = pending_before
             if changes != self._changes:  # forgotten meanwhile: answer, but do not keep
                 return stat, time.monotonic()
             # kept, but not a change of the directory: its pages and known children stay
@@ -476,10 +488,13 @@ class Tree:
         kept = self.kept_page(path, after, limit)
         if kept is not None:
             return kept
+        prefix = dir_prefix(path)
         with self._lock:
             changes = self._changes
+            # a file staged while the backend is asked may be missing from its answer (or a
+            # deletion staged meanwhile still in it): what was pending then is the newer truth
+            pending_before = {key: stat for key, stat in self._pending.items() if key.startswith(prefix)}
         self._take_cursor()
-        prefix = dir_prefix(path)
         items = self.backend.list_entries(self.repo, self.ref, prefix, after=after, limit=limit)
         out = []
         expires = self._expiry()
@@ -492,7 +507,7 @@ class Tree:
             # one pass per listed entry, on the path of every cold stat and ls: locals only
             cache = self._cache
             known_of = cache.peek
-            pending = self._pending
+            pending = {**pending_before, **self._pending} if pending_before else self._pending
             start = len(prefix)
             append = out.append
             for item in items:
