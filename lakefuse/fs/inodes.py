@@ -193,7 +193,7 @@ class Inodes:
                                    expires=expires, replace=True)
             else:
                 of = node.open_file
-                if of is None or not of.dirty:
+                if (of is None or not of.dirty) and (node.stat is stat or tree.is_current(path, stat)):
                     node.stat, node.expires = stat, expires
             # InodeTable.add_lookup without its check for a dropped node: this one was just
             # found in, or put into, the table under its lock

@@ -288,6 +288,15 @@ class Tree:
                 self._complete[parent] = children
             self._changes += 1
 
+    def is_current(self, path: str, stat: PathStat | None) -> bool:
+        """Whether ``stat``, read from the backend or a listing, is not older than what this
+        tree knows of ``path`` now: False when the tree remembers another state of it (this
+        mount changed it, e.g. a file stored at its RELEASE, after that answer was read)."""
+        now = time.monotonic()
+        with self._lock:
+            known = self._cache.peek(path)
+        return known is None or known[0] is stat or known[1] <= now
+
     def waits_for_stager(self, path: str) -> bool:
         """Whether this mount's newest change of ``path`` waits for the stager (``remember``
         with ``pending``)."""

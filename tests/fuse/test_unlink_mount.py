@@ -1,6 +1,7 @@
-"""Deleting a file through the kernel mount, right before other changes of the same name: a
-listing never shows the deleted file, also while its deletion waits for the stager's batch,
-and a directory made in its place at once is listed as that directory."""
+"""Changing a file through the kernel mount right before another change or a listing: a
+listing never shows a deleted file, also while its deletion waits for the stager's batch, a
+directory made in its place at once is listed as that directory, and a file rewritten and
+listed at once reads its newest bytes."""
 
 from __future__ import annotations
 
@@ -31,3 +32,18 @@ def test_a_file_rewritten_then_deleted_is_never_listed_again(branch):
         os.unlink(root / "d")
         assert os.listdir(root) == []
         assert os.listdir(root) == []
+
+
+def test_a_file_rewritten_and_listed_reads_its_newest_bytes(branch):
+    """A listing that asked the backend while the rewrite's RELEASE (where the kernel-written
+    file is stored) was on its way must not bring the previous version back."""
+    stale = 0
+    for i in range(150):
+        root = branch / f"rewritten{i}"
+        root.mkdir()
+        first, second = os.urandom(20 + i % 7), os.urandom(30 + i % 5)
+        (root / "a").write_bytes(first)
+        (root / "a").write_bytes(second)
+        os.listdir(root)
+        stale += (root / "a").read_bytes() != second
+    assert stale == 0
