@@ -66,10 +66,11 @@ def add_mount_arguments(parser: argparse.ArgumentParser) -> None:
                         help="how often to ask the database what other processes changed on the branches "
                              "(default 0.5; the kernel keeps branch metadata until then; 0: no polling, "
                              "branch metadata is trusted for 1 s instead)")
-    parser.add_argument("--spin-us", type=_microseconds, default=100, metavar="MICROSECONDS",
+    parser.add_argument("--spin-us", type=_microseconds, default=0, metavar="MICROSECONDS",
                         help="keep polling for the next request this long after each one instead of "
-                             "sleeping (default 100; 0: never; saves the wake-up of each request in a run "
-                             "of them at the cost of up to this much CPU time per request)")
+                             "sleeping (default 0: never; saves the wake-up of each request in a run "
+                             "of them at the cost of up to this much CPU time per request, which a "
+                             "machine with a spare core can afford)")
     parser.add_argument("--no-passthrough", dest="passthrough", action="store_false",
                         help="serve every read through lakefuse (by default the kernel reads objects of a "
                              "local storage namespace under commits, tags and read-only mounts itself: "

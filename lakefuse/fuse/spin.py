@@ -12,7 +12,8 @@ How: the handlers call ``beat()`` as they finish (an integer add).  ``run()`` is
 that, while beats keep coming less than ``window`` seconds apart, yields to the scheduler
 in a loop (``trio.sleep(0)``: every pass polls the file descriptors without blocking); after
 ``window`` seconds without a request it parks until the next ``beat()``.  An idle mount
-costs nothing; a busy one at most ``window`` of one core's time after each request.
+costs nothing; a busy one at most ``window`` of one core's time after each request.  Off by
+default (see ``DEFAULT_WINDOW_SECONDS``): on a small machine that core is the client's.
 
 Not after writes: a handler whose work goes on in other threads (a big write is answered once
 its bytes are queued for the spool's writer and hashing threads) calls ``hush()`` instead, and
@@ -26,8 +27,12 @@ import time
 
 import trio
 
-#: default window: well above a FUSE round trip, well below what a core notices
-DEFAULT_WINDOW_SECONDS = 100e-6
+#: default window: none.  On a 2-core machine the polling core is the one the client needs:
+#: a Spark job reading 20,000 small files ran 1.16-1.28x bindfs's time without spinning and
+#: 1.27-1.49x with a 100 us window, and a Python loop of stat+read 2.2-2.6x against 3.1-4.2x
+#: (docs/benchmarks.md, "runs of requests"); a single-threaded stat or create loop gained nothing
+#: measurable from it.  ``--spin-us`` turns it on where a core is free.
+DEFAULT_WINDOW_SECONDS = 0.0
 
 
 class RequestSpinner:
