@@ -94,7 +94,7 @@ class LakeFilesystem:
 
     def __init__(self, backend: LakeBackend, *, spool_dir: str, repo: str | None = None, ref: str | None = None,
                  read_only: bool = False, uid: int | None = None, gid: int | None = None,
-                 branch_ttl: float = 1.0, immutable_ttl: float = 86400.0, readdir_page: int = 1000,
+                 branch_ttl: float = 1.0, immutable_ttl: float = 86400.0, readdir_page: int = 5000,
                  change_feed: bool = False, watched_branch_ttl: float = 60.0, uid_map=None, gid_map=None,
                  force_owner: bool = False):
         """``uid``/``gid``: the default owner (of entries storing none; default: this process's);

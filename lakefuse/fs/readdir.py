@@ -171,7 +171,10 @@ class Readdir(HandleOps):
                 if name in names:  # a file and a directory of the same name: the file wins
                     buffer.popleft()
                     continue
-                child = tree_node(tree, prefix + name, stat, expires, lookups=1)
+                # a file's key is its path (one string shared by the node, the page and the
+                # tree's cache); a directory's ends with '/'
+                path = key if key is not None and key[-1] != "/" else prefix + name
+                child = tree_node(tree, path, stat, expires, lookups=1)
                 if not add(name.encode("utf-8"), attrs_of(child), len(emitted) + 1):
                     table.forget(child.ino, 1)  # not reported after all (dropped if nothing else uses it)
                     return False

@@ -133,6 +133,9 @@ class MountState:
         self.branch_ttl = branch_ttl
         self.immutable_ttl = immutable_ttl
         self.watched_branch_ttl = watched_branch_ttl
+        #: entries a directory listing asks the tree for at a time.  The kernel asks for a
+        #: listing in big buffers (one reply held 2,000 entries, 336 KB), and each page costs a
+        #: branch two SQL queries: a page of 5,000 lists most directories in one.
         self.readdir_page = readdir_page
         self.spool_dir = spool_dir
         os.makedirs(spool_dir, exist_ok=True)

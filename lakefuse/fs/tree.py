@@ -504,7 +504,12 @@ class Tree:
             # deletion staged meanwhile still in it): what was pending then is the newer truth
             pending_before = {key: stat for key, stat in self._pending.items() if key.startswith(prefix)}
         self._take_cursor()
-        items = self.backend.list_entries(self.repo, self.ref, prefix, after=after, limit=limit)
+        # one item more than the page: whether it is the last one is known without another
+        # call (which costs a branch's listing two SQL queries)
+        items = self.backend.list_entries(self.repo, self.ref, prefix, after=after, limit=limit + 1)
+        exhausted = len(items) <= limit
+        if not exhausted:
+            del items[limit:]
         out = []
         expires = self._expiry()
         now = time.monotonic()
@@ -523,16 +528,18 @@ class Tree:
                 key = item.key
                 entry = item.entry
                 if entry is None:
-                    name, stat = key[start:-1], IMPLIED_DIR_STAT
+                    child = key[:-1]
+                    name, stat = child[start:], IMPLIED_DIR_STAT
                 elif key[-1] == "/":  # a subdirectory, with its marker (its mode, owner and times)
-                    name, stat = key[start:-1], PathStat(True, entry)
-                else:
+                    child = key[:-1]
+                    name, stat = child[start:], PathStat(True, entry)
+                else:  # a file: its key is its path (one string for the page, the cache and its node)
+                    child = key
                     name, stat = key[start:], PathStat(False, entry)
                 if (len(name) > MAX_NAME_BYTES // 4 or name in _UNLISTABLE) and not displayable(name):
                     continue  # also '': this directory's own marker
                 if "/" in name or (hide_control and name == CONTROL_DIR_NAME):
                     continue
-                child = prefix + name
                 if pending and child in pending:  # newer than the backend's: written here, waiting
                     stat = pending[child]
                     if stat is not None:
@@ -547,7 +554,7 @@ class Tree:
                 if keep:
                     cache[child] = (stat, expires)
                 append((name, key, stat))
-            result = (out, items[-1].key if items else after, len(items) < limit)
+            result = (out, items[-1].key if items else after, exhausted)
             if keep:
                 pages = dict(self._pages.get(path) or {})
                 pages[(after, limit)] = (result, expires)

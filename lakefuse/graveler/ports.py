@@ -186,6 +186,11 @@ class CommittedStore(Protocol):
 
     def iterate(self, metarange: MetaRangeID, from_key: bytes = b"") -> Iterator[ValueRecord]: ...
 
+    def list_dir(self, metarange: MetaRangeID, prefix: bytes, delimiter: bytes = b"/", after: bytes = b"",
+                 markers: bool = False) -> Iterator[tuple[bytes, ValueRecord | None]]:
+        """``RefView.list`` of a view with no staging (a commit): same items, same order."""
+        ...
+
     def ranges(self, metarange: MetaRangeID) -> Sequence[RangeInfo]: ...
 
     def diff(self, left: MetaRangeID, right: MetaRangeID) -> Iterator[tuple[bytes, ValueRecord | None, ValueRecord | None]]:

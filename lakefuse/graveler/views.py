@@ -15,6 +15,7 @@ A ``None`` record in a staging layer is a tombstone: it hides the key of every l
 from __future__ import annotations
 
 import heapq
+from itertools import chain
 from typing import Callable, Iterator, Sequence
 
 from lakefuse.graveler.model import MetaRangeID, StagingToken, ValueRecord
@@ -53,10 +54,19 @@ class Overlay:
         if len(self._layers) == 1:
             self._single = self._layers[0](key)
             return
+        self._single = None
         self._iters = [layer(key) for layer in self._layers]
         self._heap = []
         for priority in range(len(self._iters)):
             self._advance(priority)
+        self._alone_if_last()
+
+    def _alone_if_last(self) -> None:
+        """Once one layer is left (the heap holds one item per layer not exhausted), read it
+        straight on: a branch with nothing staged after this key lists at a commit's pace."""
+        if len(self._heap) == 1:
+            key, priority, record = self._heap.pop()
+            self._single = chain(((key, record),), self._iters[priority])
 
     def _advance(self, priority: int) -> None:
         item = next(self._iters[priority], None)
@@ -77,6 +87,8 @@ class Overlay:
         while heap and heap[0][0] == key:  # same key in lower layers: shadowed
             _key, lower, _record = heapq.heappop(heap)
             self._advance(lower)
+        if len(heap) == 1:
+            self._alone_if_last()
         return key, record
 
 
@@ -152,6 +164,8 @@ class RefView:
         already listed.  Subtrees are skipped by seeking past them.  ``markers``: a common
         prefix comes with the record of the object named exactly like it (a directory marker,
         the first key of its subtree) instead of None, when there is one."""
+        if not self.tokens:  # a commit: one loop over the ranges (a listing's cost per entry)
+            return self.committed.list_dir(self.metarange, prefix, delimiter, after, markers)
         return _list(Overlay(self.layers(), _start_key(prefix, delimiter, after)), prefix, delimiter, markers)
 
 

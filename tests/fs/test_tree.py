@@ -32,6 +32,19 @@ def test_a_second_listing_of_a_directory_comes_from_memory():
     assert backend.calls["list_entries"] == calls + 1  # only the new page was listed
 
 
+def test_a_page_that_ends_the_directory_says_so_without_another_call():
+    """A directory of exactly one page is listed in one backend call, not two (the second,
+    empty, would cost a branch two SQL queries); one more entry makes it two pages."""
+    backend, tree = make_tree(ttl=None)
+    calls = backend.calls["list_entries"]
+    page = tree.list_dir("d", "", 30)
+    assert len(page[0]) == 30 and page[1] == "d/f29" and page[2] is True  # exhausted
+    assert backend.calls["list_entries"] == calls + 1
+    first = tree.list_dir("d", "", 29)
+    assert len(first[0]) == 29 and first[1] == "d/f28" and first[2] is False
+    assert names(tree.list_dir("d", first[1], 29)) == ["f29"]
+
+
 def test_a_change_through_the_tree_drops_the_pages_of_its_directory():
     backend, tree = make_tree(ttl=None)
     tree.list_dir("d", "", 100)

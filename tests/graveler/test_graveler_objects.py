@@ -295,6 +295,59 @@ def test_listing_with_multibyte_delimiter_and_prefix(graveler, repo, rec, listed
     assert listed(graveler.list_objects(repo, "main", prefix=b"p::", delimiter=b"::")) == ["p::a::", "p::b"]
 
 
+def _reference_listing(keys, prefix: bytes, delimiter: bytes, after: bytes, markers: bool):
+    """S3-style listing of the sorted visible ``keys``, computed naively: (item, is a marker
+    or an object), as ``list_objects`` answers it."""
+    out: list[tuple[bytes, bool]] = []
+    for key in sorted(keys):
+        if not key.startswith(prefix):
+            continue
+        cut = key.find(delimiter, len(prefix)) if delimiter else -1
+        item = key if cut < 0 else key[: cut + len(delimiter)]
+        if out and out[-1][0] == item:
+            continue
+        if item <= after or (cut >= 0 and after.startswith(item)):
+            continue
+        out.append((item, cut < 0 or (markers and item == key)))
+    return out
+
+
+def test_listings_of_a_branch_and_of_its_commit_agree_with_a_naive_listing(graveler, repo, rec):
+    """A commit is listed in one loop over its ranges, and a branch reads its committed layer
+    straight on once its staging has nothing further: both answer what a naive listing does,
+    markers (``a/``, a directory's marker object), paging and ``after`` included."""
+    import random
+
+    rng = random.Random(7)
+    names = [f"{d}/" for d in "abc"] + [f"{d}/{f}" for d in "abcd" for f in ("1", "2", "x/", "x/1", "y/3")] + ["e", "z"]
+    committed = set(rng.sample(names, 18))
+    graveler.stage(repo, "main", [(k.encode(), rec(k)) for k in sorted(committed)])
+    commit = graveler.commit(repo, "main", "base", "tester").id
+    added = set(rng.sample(names, 6))
+    deleted = set(rng.sample(sorted(committed - added), 5))
+    graveler.stage(repo, "main", [(k.encode(), rec(k, "B")) for k in sorted(added)]
+                   + [(k.encode(), None) for k in sorted(deleted)])
+    views = {commit: committed, "main": (committed | added) - deleted}
+    for ref, visible in views.items():
+        keys = [k.encode() for k in visible]
+        for prefix in (b"", b"a/", b"b/", b"b/x/", b"d/", b"q/"):
+            for delimiter in (b"/", b""):
+                for after in (b"", prefix + b"1", prefix + b"x/", prefix + b"x/1", b"zz"):
+                    for markers in (False, True):
+                        expected = _reference_listing(keys, prefix, delimiter, after, markers)
+                        page = graveler.list_objects(repo, ref, prefix, delimiter, after, 1000, markers=markers)
+                        got = [(key, record is not None) for key, record in page.items]
+                        assert got == expected, (ref, prefix, delimiter, after, markers)
+                        paged, cursor = [], after
+                        while True:  # two at a time, each page resuming after the last item
+                            page = graveler.list_objects(repo, ref, prefix, delimiter, cursor, 2, markers=markers)
+                            paged += [(key, record is not None) for key, record in page.items]
+                            if not page.has_more:
+                                break
+                            cursor = page.next_after
+                        assert paged == expected, (ref, prefix, delimiter, after, markers)
+
+
 def test_stage_with_a_key_twice_keeps_the_last(graveler, repo, rec):
     graveler.stage(repo, "main", [(b"k", rec("k", "1")), (b"j", rec("j")), (b"k", rec("k", "2"))])
     assert graveler.get(repo, "main", b"k") == rec("k", "2")

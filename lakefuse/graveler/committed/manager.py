@@ -291,12 +291,16 @@ class CommittedManager:
             position = 0
 
     def list_dir(
-        self, metarange: MetaRangeID, prefix: bytes, delimiter: bytes = b"/", after: bytes = b""
+        self, metarange: MetaRangeID, prefix: bytes, delimiter: bytes = b"/", after: bytes = b"",
+        markers: bool = False,
     ) -> Iterator[tuple[bytes, ValueRecord | None]]:
         """Like S3 ListObjects with a delimiter: ``(key, record)`` for objects directly under
         ``prefix`` and ``(common_prefix, None)`` once per deeper "directory", in key order,
         all strictly after ``after`` (a common prefix equal to or containing ``after`` is
-        considered listed).  Subtrees are skipped by seeking past them, unread."""
+        considered listed).  Subtrees are skipped by seeking past them, unread.  ``markers``: a
+        common prefix comes with the record of the object named exactly like it (a directory
+        marker, the first key of its subtree) instead of None, when there is one.  What
+        ``RefView.list`` answers for a commit, in one loop over the ranges' keys."""
         meta = self._metarange(metarange)
         plen = len(prefix)
         start = prefix
@@ -328,7 +332,7 @@ class CommittedManager:
                     position += 1
                     continue
                 common = key[: cut + len(delimiter)]
-                yield common, None
+                yield common, (loaded.record_at(position) if markers and key == common else None)
                 start = prefix_successor(common)
                 if start is None:
                     return
