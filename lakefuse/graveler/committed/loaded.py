@@ -3,9 +3,11 @@
 - ``LoadedMetaRange``: the ranges of a metarange as two parallel sorted lists (``max_keys``
   for ``bisect``, ``infos``), decoded once.
 - ``LoadedRange``: a range as a dict ``key -> value`` plus the sorted key list for seeks.
-  Values stay in their on-disk form until first asked for; the identity/data split is then
-  done once and the ``ValueRecord`` replaces the raw bytes in the dict (a lock-free memo: two
-  threads racing store equal records).
+  Values stay in their on-disk form until a point read asks for one; the identity/data split
+  is then done once and the ``ValueRecord`` replaces the raw bytes in the dict (a lock-free
+  memo: two threads racing store equal records).  Scans (``record_at``: listings, iterations,
+  diffs) split each value they pass and keep nothing: a listing decodes each record once, and
+  a kept split costs ~120 bytes more than the raw value for every entry a big listing passes.
 
 Each carries ``size``, an estimate of its RAM footprint for the cache's byte budget.
 """
@@ -52,13 +54,12 @@ class LoadedRange:
         return record
 
     def record_at(self, index: int) -> ValueRecord:
+        """The record at ``index`` for a scan: split, not kept (see the module docstring)."""
         key = self.keys[index]
         value = self.values[key]
         if type(value) is ValueRecord:
             return value
-        record = value_to_record(key, value)
-        self.values[key] = record
-        return record
+        return value_to_record(key, value)
 
     def index_of(self, key: bytes, lo: int = 0) -> int:
         """Position of the first key >= ``key``."""
