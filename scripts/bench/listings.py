@@ -16,6 +16,9 @@ files).  Per size and system:
 - lakefuse: one mount of the repository walks the branch, then the commit directory; its RSS
   is read after each (the second: both views).  The commit's fresh-mount ``find`` has its own
   mount, before.
+- the pyfuse3 floor (``pyfuse3_floor.py --dirs``): a fresh ``find`` of the same shape of tree
+  served by a pyfuse3 filesystem that does nothing but build one reply per entry, the least a
+  READDIRPLUS listing through pyfuse3 costs on this machine;
 - ``--spark``: ``spark.read.format("text").load(dir)`` (partition discovery and the file
   listing, nothing read) in one local Spark session, and its file count: the local disk and
   lakefuse (bindfs is left out: it takes minutes at 1,000,000 files).
@@ -42,7 +45,7 @@ from statistics import median
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from mount_common import LakeHome, bindfs_mount, have, lakefuse_mount  # noqa: E402
+from mount_common import LakeHome, bindfs_mount, have, lakefuse_mount, pyfuse3_floor_mount  # noqa: E402
 
 WORKLOADS = ("find fresh", "find again", "du -s first", "du -s again", "ls -lR again", "rsync -an")
 SYSTEMS = ["local disk", "bindfs", "lakefuse branch", "lakefuse commit"]
@@ -129,6 +132,10 @@ def measure_size(workdir: Path, home: LakeHome, count: int, args, spark) -> dict
     with bindfs_mount(local, workdir / "mnt-bind") as base:
         results["bindfs"] = walks(base, args.bindfs_runs, scratch)
     results["local disk"] = walks(local, args.runs, scratch)
+    # the pyfuse3 floor: the same shape of tree from a trivial pyfuse3 filesystem that builds one
+    # reply per entry and nothing else (what any READDIRPLUS listing through pyfuse3 costs here)
+    with pyfuse3_floor_mount(workdir / "mnt-floor", args.per_dir, dirs=count // args.per_dir) as floor:
+        floor_find = timed(["find", str(floor / "dir")])
     if spark is not None:
         spark_discovery(spark, local / "part=0000")  # the JVM warms up before anything is timed
         spark_times["local disk"] = spark_discovery(spark, local)
@@ -151,7 +158,7 @@ def measure_size(workdir: Path, home: LakeHome, count: int, args, spark) -> dict
                 rss["both views and Spark's listings"] = rss_mb(pid)
     shutil.rmtree(local, ignore_errors=True)
     shutil.rmtree(scratch, ignore_errors=True)
-    return {"objects": count, "seconds": results, "rss_mb": rss,
+    return {"objects": count, "seconds": results, "rss_mb": rss, "floor_find_fresh": floor_find,
             "spark": {label: {"seconds": s, "files": n} for label, (s, n) in spark_times.items()}}
 
 
@@ -171,6 +178,10 @@ def print_size(result: dict) -> None:
             value = seconds[label][workload]
             cells.append(f"{value:8.2f}" + (f" ({value / local:5.1f}x)" if label != "local disk" else " " * 9))
         print(f"  {workload:14}" + "".join(f"{cell:>26}" for cell in cells))
+    if "floor_find_fresh" in result:
+        floor = result["floor_find_fresh"]
+        print(f"  pyfuse3 floor (one reply per entry, no other work), find fresh: {floor:.2f} s "
+              f"({floor / seconds['local disk']['find fresh']:.1f}x the local disk)")
     for label, value in result["rss_mb"].items():
         print(f"  daemon RSS after walking the {label}: {value:.0f} MB")
     for label, figures in result["spark"].items():

@@ -108,12 +108,15 @@ def rclone_mount(source: Path, mountpoint: Path, cache_dir: Path):
 
 
 @contextlib.contextmanager
-def pyfuse3_floor_mount(mountpoint: Path, files: int, data: Path | None = None):
-    """The trivial pyfuse3 filesystem of pyfuse3_floor.py: ``dir/`` with ``files`` names, and
-    ``data.bin`` with the bytes of ``data`` if given."""
+def pyfuse3_floor_mount(mountpoint: Path, files: int, data: Path | None = None, dirs: int = 0):
+    """The trivial pyfuse3 filesystem of pyfuse3_floor.py: ``dir/`` with ``files`` names (or
+    ``dirs`` directories of ``files`` names each), and ``data.bin`` with the bytes of ``data``
+    if given."""
     mountpoint.mkdir(parents=True, exist_ok=True)
     script = Path(__file__).with_name("pyfuse3_floor.py")
     extra = ["--data", str(data)] if data is not None else []
+    if dirs:
+        extra += ["--dirs", str(dirs)]
     with _served_by([sys.executable, str(script), str(mountpoint), "--files", str(files), *extra], mountpoint,
                     "the pyfuse3 floor filesystem"):
         yield mountpoint
