@@ -30,7 +30,7 @@ import trio
 #: default window: none.  On a 2-core machine the polling core is the one the client needs:
 #: a Spark job reading 20,000 small files ran 1.16-1.28x bindfs's time without spinning and
 #: 1.27-1.49x with a 100 us window, and a Python loop of stat+read 2.2-2.6x against 3.1-4.2x
-#: (docs/benchmarks.md, "runs of requests"); a single-threaded stat or create loop gained nothing
+#: (docs/mount.md, "Runs of requests"); a single-threaded stat or create loop gained nothing
 #: measurable from it.  ``--spin-us`` turns it on where a core is free.
 DEFAULT_WINDOW_SECONDS = 0.0
 
