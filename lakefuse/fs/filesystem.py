@@ -140,14 +140,19 @@ class LakeFilesystem:
 
     def setattr(self, ino: int, *, size: int | None = None, mode: int | None = None,
                 mtime_ns: int | None = None, atime_ns: int | None = None, uid: int | None = None,
-                gid: int | None = None, fh: int | None = None, chown: bool = False) -> Attributes:
+                gid: int | None = None, fh: int | None = None, chown: bool = False,
+                blocking: bool = True) -> Attributes:
         """truncate, chmod, chown (``uid``/``gid`` as the mount shows ids; ``chown`` without
-        them: chown(-1, -1)) and utime (``atime_ns``/``mtime_ns``); the ctime becomes now."""
+        them: chown(-1, -1)) and utime (``atime_ns``/``mtime_ns``); the ctime becomes now.
+        ``blocking=False``: from memory only (a change queued for the stager), else WouldBlock
+        before anything changed."""
         node = self.table.get(ino)
         if node.kind is NodeKind.CONTROL_FILE:
+            if not blocking:
+                raise WouldBlock
             return self._control.setattr(node, size)
         return self._metadata.setattr(node, size=size, mode=mode, mtime_ns=mtime_ns, atime_ns=atime_ns, uid=uid,
-                                      gid=gid, chown=chown)
+                                      gid=gid, chown=chown, blocking=blocking)
 
     @property
     def watched(self) -> bool:
@@ -206,12 +211,15 @@ class LakeFilesystem:
         h.ops.readdir(h, offset, add, blocking)
 
     def mkdir(self, parent_ino: int, name: bytes | str, mode: int, uid: int | None = None,
-              gid: int | None = None) -> Attributes:
-        """``uid``/``gid``: the requester's (the new directory's owner; None: not stored)."""
+              gid: int | None = None, blocking: bool = True) -> Attributes:
+        """``uid``/``gid``: the requester's (the new directory's owner; None: not stored).
+        ``blocking=False``: from memory and local files only, else WouldBlock (nothing done)."""
         parent = self.table.get(parent_ino)
         if parent.kind is NodeKind.REPOSITORY:  # a new branch
+            if not blocking:
+                raise WouldBlock
             return self._refdirs.mkdir(parent, name, mode)
-        return self._namespace.mkdir(parent, name, mode, uid, gid)
+        return self._namespace.mkdir(parent, name, mode, uid, gid, blocking)
 
     def rmdir(self, parent_ino: int, name: bytes | str) -> None:
         parent = self.table.get(parent_ino)
@@ -225,9 +233,11 @@ class LakeFilesystem:
         self._namespace.unlink(self.table.get(parent_ino), name, blocking)
 
     def rename(self, old_parent_ino: int, old_name: bytes | str, new_parent_ino: int, new_name: bytes | str,
-               flags: int = 0) -> None:
+               flags: int = 0, blocking: bool = True) -> None:
+        """``blocking=False``: a file's rename memory can decide, queued for the stager, else
+        WouldBlock before any change."""
         self._namespace.rename(self.table.get(old_parent_ino), old_name, self.table.get(new_parent_ino), new_name,
-                               flags)
+                               flags, blocking)
 
     def link(self, *args) -> None:
         """Hard links: EPERM."""

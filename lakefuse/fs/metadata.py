@@ -8,16 +8,17 @@ directory clears the set-user-ID bit (and set-group-ID with group execute), as L
 Who may change what is the kernel's business (``default_permissions``): the requests that
 reach the mount were allowed.
 
-A file being written keeps the change in its ``OpenFile`` until its upload; any other file is
-restaged with the stager's next batch; a directory's marker object is restaged at once, and a
-directory implied by keys gets a marker that holds what was set (a ref's root, which can have
-none, keeps it in memory: ``Tree.root_metadata``).  Storing a directory's attributes also
+A file being written keeps the change in its ``OpenFile`` until its upload; any other file,
+and a directory's marker object, is restaged with the stager's next batch (``tar x`` and
+``git clone`` set the times of everything they write); a directory implied by keys gets a
+marker that holds what was set, at once (a ref's root, which can have none, keeps it in
+memory: ``Tree.root_metadata``).  ``setattr(blocking=False)`` (the adapter's event loop) does
+all that from memory, else raises ``WouldBlock`` before changing anything.  Storing a directory's attributes also
 stores the mtime its entries' changes gave it (``Tree.touch_dirs``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import errno
 import time
@@ -26,7 +27,7 @@ from lakefuse.fs.attributes import MODE_KEY, MTIME_NS_KEY, NodeAttributes, clear
 from lakefuse.fs.files import Files
 from lakefuse.fs.inodes import Inodes
 from lakefuse.fs.nodes import Node, NodeKind
-from lakefuse.fs.replies import Attributes
+from lakefuse.fs.replies import Attributes, WouldBlock
 from lakefuse.fs.state import MountState
 from lakefuse.fs.tree import PathStat, Tree, dir_prefix
 from lakefuse.fs.uploads import Uploader
@@ -63,29 +64,33 @@ class Metadata:
 
     def setattr(self, node: Node, *, size: int | None, mode: int | None, mtime_ns: int | None,
                 atime_ns: int | None = None, uid: int | None = None, gid: int | None = None,
-                chown: bool = False) -> Attributes:
-        """``uid``/``gid``: the new owner as the mount shows ids (mapped back to stored ids)."""
+                chown: bool = False, blocking: bool = True) -> Attributes:
+        """``uid``/``gid``: the new owner as the mount shows ids (mapped back to stored ids).
+        ``blocking=False``: from memory only, else WouldBlock (nothing changed)."""
         owners = self._state.owners
         if size is None and mode is None and mtime_ns is None and atime_ns is None and uid is None and gid is None:
             if chown and node.kind in (NodeKind.DIR, NodeKind.FILE):
                 self._inodes.writable_tree(node)
-            return self._inodes.getattr(node.ino)  # chown(-1, -1), or nothing the mount keeps
+            return self._inodes.getattr(node.ino, blocking)  # chown(-1, -1), or nothing the mount keeps
         tree = self._inodes.writable_tree(node)
         if size is not None:
             if node.kind is not NodeKind.FILE:
                 raise OSError(errno.EISDIR, "is a directory")
+            if not blocking:
+                raise WouldBlock
             self._files.truncate(node, size)
         if mode is not None or mtime_ns is not None or atime_ns is not None or uid is not None or gid is not None:
             self.change(node, tree, Change(
                 mode=mode, mtime_ns=mtime_ns, atime_ns=atime_ns,
                 uid=None if uid is None else owners.stored_uid(uid),
-                gid=None if gid is None else owners.stored_gid(gid)))
+                gid=None if gid is None else owners.stored_gid(gid)), blocking=blocking)
         return self._attrs(node)
 
-    def change(self, node: Node, tree: Tree, change: Change | None = None, **fields) -> None:
+    def change(self, node: Node, tree: Tree, change: Change | None = None, blocking: bool = True, **fields) -> None:
         """Apply ``change`` (or a ``Change(**fields)``) to ``node`` in ``tree``: mode, owner,
         times, user metadata (``remove_meta`` of an absent key: ENOATTR) or content type; the
-        ctime becomes now."""
+        ctime becomes now.  ``blocking=False``: WouldBlock (nothing changed) unless memory
+        holds what it needs and the file's lock is free."""
         change = change or Change(**fields)
         shown = self._attrs(node)
         now = time.time_ns()
@@ -114,10 +119,12 @@ class Metadata:
             set_time(metadata, CTIME_NS_KEY, now, mtime_ns)
 
         if node.kind is NodeKind.DIR:
-            self._change_directory(node, tree, change, apply, shown)
+            self._change_directory(node, tree, change, apply, shown, blocking)
             return
         of = node.open_file
-        with of.lock if of is not None else contextlib.nullcontext():
+        if of is not None and not of.lock.acquire(blocking=blocking):
+            raise WouldBlock  # an upload holds it: the change waits on a worker thread
+        try:
             if not node.attached:  # unlinked (still open, or the kernel's late times): never staged again
                 if of is not None:
                     apply(of.metadata, of.mtime_ns if change.mtime_ns is None else change.mtime_ns)
@@ -131,7 +138,7 @@ class Metadata:
                     of.content_type = change.content_type
                 of.dirty = True
                 return
-            self._inodes.refresh(node, True)
+            self._inodes.refresh(node, blocking)
             entry = of.entry if of is not None and of.entry is not None else node.stat.entry
             if entry is None:
                 raise OSError(errno.ENOENT, node.path)
@@ -149,8 +156,12 @@ class Metadata:
             node.expires = tree.remember(node.path, node.stat, pending=True)
             if of is not None:
                 of.take_entry(new)
+        finally:
+            if of is not None:
+                of.lock.release()
 
-    def _change_directory(self, node: Node, tree: Tree, change: Change, apply, shown: Attributes) -> None:
+    def _change_directory(self, node: Node, tree: Tree, change: Change, apply, shown: Attributes,
+                          blocking: bool = True) -> None:
         if change.content_type is not None:
             raise OSError(errno.EISDIR, "a directory has no content type")
         # what its entries' changes made the mtime is stored with the rest
@@ -166,6 +177,8 @@ class Metadata:
             return
         marker = node.stat.entry if node.stat is not None else None
         if marker is None:
+            if not blocking:
+                raise WouldBlock  # whether it has a marker is the backend's to say
             self._refresh_marker(node)
             marker = node.stat.entry if node.stat is not None else None
         metadata = dict(marker.metadata) if marker is not None else {}
@@ -174,12 +187,12 @@ class Metadata:
         apply(metadata, mtime)
         if marker is None:  # implied by the keys under it: a marker object holds what was set now
             new = self._uploader.upload_empty(tree, dir_prefix(node.path), metadata, mtime=mtime // NS)
-        else:
+        else:  # restaged with the stager's next batch, like a file's (tar sets every directory's times)
             new = dataclasses.replace(marker, metadata=metadata, mtime=mtime // NS)
-            self._stager.stage_now(tree, [(dir_prefix(node.path), new)])
+            self._stager.put(tree, dir_prefix(node.path), new)
         tree.forget_dir_change(node.path)
         node.stat = PathStat(True, new)
-        node.expires = tree.remember(node.path, node.stat)
+        node.expires = tree.remember(node.path, node.stat, pending=marker is not None)
 
     @staticmethod
     def _refresh_marker(node: Node) -> None:

@@ -29,6 +29,8 @@ from lakefuse.fs.tree import PathStat, Tree, check_name, decode_name, dir_prefix
 from lakefuse.fs.uploads import Uploader
 from lakefuse.graveler.model import Entry
 
+#: ``Namespace._known``: memory does not know the path
+_UNKNOWN = object()
 #: renameat2(2) flags (not in the ``os`` module)
 RENAME_NOREPLACE = 1
 RENAME_EXCHANGE = 2
@@ -47,15 +49,21 @@ class Namespace:
         self._uploader = uploader
 
     def mkdir(self, parent: Node, name: bytes | str, mode: int, uid: int | None = None,
-              gid: int | None = None) -> Attributes:
-        """``uid``/``gid``: the requester's, the new directory's owner (None: not stored)."""
+              gid: int | None = None, blocking: bool = True) -> Attributes:
+        """``uid``/``gid``: the requester's, the new directory's owner (None: not stored).
+        ``blocking=False``: WouldBlock (before any change) unless memory knows the name is free
+        and the marker goes to local storage (a rename on this machine)."""
         tree = self._inodes.writable_tree(parent)
         name = check_name(decode_name(name))
         refuse_control_dir_name(parent, name, errno.EEXIST)
         path = join(parent.path, name)
-        stat, _ = self._inodes.stat_path(tree, path, True)
+        stat, _ = self._inodes.stat_path(tree, path, blocking)  # WouldBlock: not known in memory
         if stat is not None:
             raise OSError(errno.EEXIST, path)
+        if not blocking and (tree.waits_for_stager(path) or not self._uploader.known_local_storage(tree.repo)):
+            raise WouldBlock
+        if blocking:
+            self._uploader.local_storage(tree.repo)  # learnt once, so the next mkdir need not hop
         if tree.waits_for_stager(path):
             # a file of that name was deleted and its deletion waits for the stager: staged
             # first, or listings would show that file (still staged) in place of the directory
@@ -67,10 +75,16 @@ class Namespace:
             if shown.mode & stat_mode.S_ISGID:
                 mode |= stat_mode.S_ISGID  # a set-group-ID directory's subdirectories inherit it
         metadata.update(mode_metadata(mode, DEFAULT_DIR_MODE))
-        marker = self._uploader.upload_empty(tree, dir_prefix(path), metadata)
+        # the marker is staged with the stager's next batch, like a closed file (``tar x`` and
+        # ``git clone`` make a directory every few files: one transaction per batch, not per
+        # directory); until then the directory is an unstaged node, which lookups and listings
+        # find, and every staging of the branch (rmdir, rename, fsync, commit) writes it first
+        marker = self._uploader.store_empty(tree, metadata)
         stat = PathStat(True, marker)
-        node = self._inodes.tree_node(tree, path, stat, tree.remember_empty_dir(path, stat))
+        node = self._inodes.tree_node(tree, path, stat, tree.remember_empty_dir(path, stat, pending=True))
         self._table.add_lookup(node)
+        self._unstaged.add(node)  # before the stager may write it (its write takes it out)
+        self._stager.put(tree, dir_prefix(path), marker)
         self._inodes.dir_changed(tree, parent.path)
         return self._attrs(node)
 
@@ -155,7 +169,9 @@ class Namespace:
     # ------------------------------------------------------------------ rename
 
     def rename(self, old_parent: Node, old_name: bytes | str, new_parent: Node, new_name: bytes | str,
-               flags: int = 0) -> None:
+               flags: int = 0, blocking: bool = True) -> None:
+        """``blocking=False``: WouldBlock (before any change) unless it is a file's rename that
+        memory can decide (``_rename_file_queued``)."""
         if flags & RENAME_EXCHANGE:
             raise OSError(errno.EINVAL, "RENAME_EXCHANGE is not supported")
         tree = self._inodes.writable_tree(old_parent)
@@ -169,6 +185,10 @@ class Namespace:
             return
         # the directory the entry leaves may need a marker, unless the entry stays inside it
         keep_parent = None if new_path.startswith(dir_prefix(old_parent.path)) else old_parent.path
+        if not blocking:
+            self._rename_file_queued(tree, keep_parent, old_path, new_path, flags)
+            self._inodes.dir_changed(tree, old_parent.path, new_parent.path)
+            return
         self._stager.flush(tree)
         for path in (old_path, new_path):
             tree.forget(path)
@@ -224,6 +244,75 @@ class Namespace:
                 node.stat = stat
             else:
                 self._inodes.detach_path(tree, new_path)
+
+    def _rename_file_queued(self, tree: Tree, old_parent_path: str | None, old_path: str, new_path: str,
+                            flags: int) -> None:
+        """``_rename_file`` from memory, its two halves queued for the stager's next batch (one
+        transaction): a file closed and renamed into place (``rsync``, ``git``, editors' saves)
+        costs no database transaction of its own.  WouldBlock, before any change, unless memory
+        knows both names, the file is stored and not being written (its lock free), and the
+        directory it leaves keeps a marker (or it stays in that directory)."""
+        old_stat, new_stat = self._known(tree, old_path), self._known(tree, new_path)
+        if old_stat is _UNKNOWN or new_stat is _UNKNOWN:
+            raise WouldBlock
+        if old_stat is None or old_stat.is_dir or old_stat.entry is None:
+            raise WouldBlock  # ENOENT, a directory or a file not stored yet: the worker decides
+        if new_stat is not None:
+            if flags & RENAME_NOREPLACE:
+                raise OSError(errno.EEXIST, new_path)
+            if new_stat.is_dir:
+                raise WouldBlock  # EISDIR or not: the backend says
+        if old_parent_path:
+            kept = tree.cached(old_parent_path)
+            if kept is None or kept[0] is None or kept[0].entry is None:
+                raise WouldBlock  # the directory may need a marker: the backend is asked
+        node = self._inodes.find(tree, old_path)
+        if node is None:
+            raise WouldBlock  # no inode the kernel knows (it looks a name up before renaming it)
+        of = node.open_file
+        if of is not None and not of.lock.acquire(blocking=False):
+            raise WouldBlock  # an upload holds it
+        try:
+            if (of is not None and of.dirty) or not node.attached:
+                raise WouldBlock  # written and not uploaded: the upload goes first
+            # the ctime of what is renamed moves, as Linux does it
+            entry = dataclasses.replace(old_stat.entry, metadata={**old_stat.entry.metadata,
+                                                                  CTIME_NS_KEY: str(time.time_ns())})
+            stat = PathStat(False, entry)
+            if of is not None:
+                of.take_entry(entry)
+            self._stager.put_many(tree, [(new_path, entry), (old_path, None)])
+            self._owned.moved(tree, old_path, new_path, entry)
+            target = self._inodes.find(tree, new_path)
+            replaced = new_stat.entry if new_stat is not None else None
+            if replaced is not None and (target is None or target.open_file is None):
+                self._owned.superseded(tree, new_path, replaced)  # the file renamed over
+            unstaged_old = self._unstaged.node(tree, old_path)
+            if unstaged_old is not None:
+                self._unstaged.discard(tree, old_path, unstaged_old)
+            unstaged_new = self._unstaged.node(tree, new_path)
+            if unstaged_new is not None:
+                self._unstaged.discard(tree, new_path, unstaged_new)
+            tree.remember(old_path, None, pending=True)
+            tree.remember(new_path, stat, pending=True)
+            self._table.rekey(node, path_key(tree.key, new_path))
+            node.path = new_path
+            node.stat = stat
+            # listings of the backend lack the new name until the batch is written: the node
+            # stands for it meanwhile, as for a file closed and not staged yet
+            self._unstaged.add(node)
+        finally:
+            if of is not None:
+                of.lock.release()
+
+    def _known(self, tree: Tree, path: str):
+        """What memory says ``path`` is (a file of this mount waiting for the stager, else the
+        tree's cache): a PathStat, None (nothing there), or ``_UNKNOWN``."""
+        unstaged = self._unstaged.node(tree, path)
+        if unstaged is not None and unstaged.attached:
+            return unstaged.stat
+        hit = tree.cached(path)
+        return _UNKNOWN if hit is None else hit[0]
 
     def _rename_dir(self, tree: Tree, old_parent_path: str | None, old_path: str, new_path: str,
                     new_stat: PathStat | None) -> None:

@@ -102,10 +102,10 @@ class Special:
             shown = self._attrs(parent)
             metadata.update(self._state.owners.new_entry(uid, gid, shown.mode, shown.gid))
         entry = self._uploader.store_bytes(tree, data, metadata, mtime=int(time.time()))
-        self._state.stager.put(tree, path, entry)
         stat = PathStat(False, entry)
         node = self._inodes.tree_node(tree, path, stat, tree.remember(path, stat, pending=True), lookups=1)
-        self._state.unstaged.add(node)
+        self._state.unstaged.add(node)  # before the stager may write it (its write takes it out)
+        self._state.stager.put(tree, path, entry)
         self._inodes.dir_changed(tree, parent.path)
         return self._attrs(node)
 

@@ -7,6 +7,8 @@ transaction per branch (``LakeBackend.stage_entries``): a ``tar x`` or ``cp -r``
 database transaction per batch instead of one per file.  An unlink waits the same way (``rm
 -r``); until its batch is written the tree answers for the path from memory (``Tree.remember``
 with ``pending``), and a file created and deleted within one batch is never staged at all.
+A directory made by ``mkdir`` waits the same way: its marker object is stored at once, and
+staged (key ``path/``) with the batch.
 
 The rules that keep this invisible:
 
@@ -14,8 +16,9 @@ The rules that keep this invisible:
   ``BATCH_MOST`` wait), by one background thread: other processes and mounts see a closed file
   that much later (less than the change-poll interval).
 - Everything else this mount stages on a branch goes through ``stage_now``, which writes the
-  branch's waiting entries first: an unlink, rename, chmod or utime never races an older entry
-  of the same file.  ``flush`` writes them before a commit, an fsync(2) of a file or directory,
+  branch's waiting entries first, or waits in the same batch as them (``put``: unlinks, renames
+  of files memory knows, chmod and utime): a change never races an older entry of the same
+  file.  ``flush`` writes them before a commit, an fsync(2) of a file or directory,
   and at unmount; fsync(2) is where a closed file's entry becomes durable.
 - A batch that fails stays waiting and is tried again (every ``RETRY_SECONDS``); the failure
   is logged, and raised by the next ``flush`` or ``stage_now`` of that branch (fsync, commit,
@@ -73,6 +76,10 @@ class Stager:
     def put(self, tree: Tree, path: str, entry: Entry | None) -> None:
         """Stage ``entry`` at ``path`` soon (replacing one still waiting for that path); None
         deletes (a path that existed when the mount said so: staged unchecked)."""
+        self.put_many(tree, ((path, entry),))
+
+    def put_many(self, tree: Tree, items: Sequence[tuple[str, Entry | None]]) -> None:
+        """``put`` each item, all in the same batch (one transaction: a rename's two halves)."""
         with self._lock:
             if self._closed:
                 raise RuntimeError("the stager is closed")
@@ -80,7 +87,8 @@ class Stager:
             waiting = self._waiting.get(tree.key)
             if waiting is None:
                 waiting = self._waiting[tree.key] = _Waiting(tree)
-            waiting.entries[path] = entry
+            for path, entry in items:
+                waiting.entries[path] = entry
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="lakefuse-stager", daemon=True)
                 self._thread.start()

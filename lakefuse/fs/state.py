@@ -34,7 +34,8 @@ RECENT_SECONDS = 30.0
 
 class Unstaged:
     """Files created through this mount and not staged yet (being written, or closed and
-    waiting in the ``Stager``): until then the backend does not know them, so lookups,
+    waiting in the ``Stager``), and directories made here whose marker waits in the
+    ``Stager``: until then the backend does not know them, so lookups,
     listings, emptiness checks (rmdir, rename) and ``.lakefuse/status`` ask here too.  Keyed
     ``(tree key, path)``; a node that was unlinked or replaced (not ``attached``) no longer
     counts."""
@@ -60,9 +61,11 @@ class Unstaged:
             if self.by_path.get((tree.key, path)) is node:
                 del self.by_path[(tree.key, path)]
 
-    def entry_staged(self, tree: Tree, path: str, entry) -> None:
-        """The ``Stager`` staged ``entry`` at ``path``: the file counts no more, unless it has
-        been written again since; listings of its directory kept meanwhile lack it."""
+    def entry_staged(self, tree: Tree, key: str, entry) -> None:
+        """The ``Stager`` staged ``entry`` at ``key`` (a file's path, or a directory marker's
+        ``path/``): the file or directory counts no more, unless it has been written again
+        since; listings of its directory kept meanwhile lack it."""
+        path = key[:-1] if key.endswith("/") else key
         tree.staged(path, entry)
         if entry is None:
             return  # a deletion: no file of this mount to count out

@@ -303,9 +303,10 @@ class Tree:
         with self._lock:
             return path in self._pending
 
-    def remember_empty_dir(self, path: str, stat: PathStat) -> float:
-        """``remember`` a directory this mount just made, which holds nothing yet."""
-        expires = self.remember(path, stat)
+    def remember_empty_dir(self, path: str, stat: PathStat, pending: bool = False) -> float:
+        """``remember`` a directory this mount just made, which holds nothing yet (``pending``:
+        its marker waits for the stager)."""
+        expires = self.remember(path, stat, pending)
         with self._lock:
             self._complete[path] = _Children((), expires)
         return expires

@@ -172,6 +172,11 @@ class Uploader:
             local = self._stores_locally[repo] = bool(self._backend.stores_locally(repo))
         return local
 
+    def known_local_storage(self, repo: str) -> bool:
+        """Whether ``local_storage(repo)`` is known to be true, without asking (a call that
+        must not block: the event loop's)."""
+        return self._stores_locally.get(repo) is True
+
     def appended(self, of: OpenFile, written: int) -> None:
         """``written`` bytes were appended to a file written in order from empty: once it is
         big, start its tail."""
@@ -464,5 +469,17 @@ class Uploader:
             return self._backend.upload_file(tree.repo, tree.branch, key, spool.path,
                                              mtime=int(time.time()) if mtime is None else mtime,
                                              metadata=metadata, checksum=_EMPTY_CHECKSUM, move=True, durable=False)
+        finally:
+            spool.close()
+
+    def store_empty(self, tree: Tree, metadata: dict[str, str], mtime: int | None = None) -> Entry:
+        """Store an empty object (a directory marker), staging nothing: ``upload_empty`` for a
+        caller that stages it with the stager's next batch."""
+        spool = Spool(self._state.spool_dir)
+        self.unsynced.add(tree.repo)
+        try:
+            return self._backend.store_file(tree.repo, spool.path,
+                                            mtime=int(time.time()) if mtime is None else mtime,
+                                            metadata=metadata, checksum=_EMPTY_CHECKSUM, move=True, durable=False)
         finally:
             spool.close()

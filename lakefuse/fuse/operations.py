@@ -334,7 +334,7 @@ class LakeOperations(pyfuse3.Operations):
             except WouldBlock:
                 pass
 
-        def call():
+        def call(blocking: bool):
             return self.fs.setattr(
                 inode,
                 size=attr.st_size if fields.update_size else None,
@@ -346,8 +346,12 @@ class LakeOperations(pyfuse3.Operations):
                 uid=attr.st_uid if fields.update_uid else None,
                 gid=attr.st_gid if fields.update_gid else None,
                 fh=fh,
-                chown=fields.update_uid or fields.update_gid)
-        return entry_attributes(await self._run(call))
+                chown=fields.update_uid or fields.update_gid,
+                blocking=blocking)
+        try:  # chmod, chown or utime of what memory knows: queued for the stager, no thread hop
+            return entry_attributes(call(False))
+        except WouldBlock:
+            return entry_attributes(await self._run(call, True))
 
     @fuse_errors
     async def statfs(self, ctx):
@@ -384,7 +388,11 @@ class LakeOperations(pyfuse3.Operations):
 
     @fuse_errors
     async def mkdir(self, parent_inode, name, mode, ctx):
-        return entry_attributes(await self._run(self.fs.mkdir, parent_inode, name, mode, ctx.uid, ctx.gid))
+        try:  # a name memory knows is free, a marker for local storage: no thread hop
+            attrs = self.fs.mkdir(parent_inode, name, mode, ctx.uid, ctx.gid, False)
+        except WouldBlock:
+            attrs = await self._run(self.fs.mkdir, parent_inode, name, mode, ctx.uid, ctx.gid)
+        return entry_attributes(attrs)
 
     @fuse_errors
     async def rmdir(self, parent_inode, name, ctx):
@@ -399,7 +407,10 @@ class LakeOperations(pyfuse3.Operations):
 
     @fuse_errors
     async def rename(self, parent_inode_old, name_old, parent_inode_new, name_new, flags, ctx):
-        await self._run(self.fs.rename, parent_inode_old, name_old, parent_inode_new, name_new, flags)
+        try:  # a file memory knows, renamed: queued for the stager, no thread hop
+            self.fs.rename(parent_inode_old, name_old, parent_inode_new, name_new, flags, False)
+        except WouldBlock:
+            await self._run(self.fs.rename, parent_inode_old, name_old, parent_inode_new, name_new, flags)
 
     # ------------------------------------------------------------------ files
 

@@ -1,5 +1,5 @@
-"""Small files through shell tools: creating 2,000 x 4 KiB files, `tar x`, `cp -r`, `grep -r`
-and `rm -r` of a tree of 1,400 files (54 MB), `git clone` of a 300-file repository, and the
+"""Small files through shell tools: creating 2,000 x 4 KiB files, `tar x`, `cp -r`, `rsync -a`,
+`grep -r` and `rm -r` of a tree of 1,400 files (54 MB), `git clone` of a 300-file repository, and the
 cost of creating a file in a directory of 10,000 against an empty one, on a local directory,
 bindfs, rclone mount (--vfs-cache-mode writes, when installed) and a lakefuse branch, side by
 side in one run on the same disk.
@@ -251,6 +251,7 @@ def bench(workdir: Path, runs: int, n_files: int, tree_files: int, big: int, new
     if use_git:
         make_git_repo(git_src, git_files, git_commits)
     use_rclone = have("rclone")
+    use_rsync = have("rsync")
     print(f"fixtures: tree of {tree_files} files, {tree_bytes / 1e6:.1f} MB in "
           f"{sum(1 for p in tree.rglob('*') if p.is_dir())} directories (tar {tarball.stat().st_size / 1e6:.1f} MB); "
           + (f"git repository of {git_files} files in {git_commits} commits" if use_git else "git: n/a")
@@ -291,6 +292,10 @@ def bench(workdir: Path, runs: int, n_files: int, tree_files: int, big: int, new
                     system.record("tar", run(["tar", "-x", "--no-same-owner", "-f", str(tarball), "-C", str(d / "tar")]))
                     settle(system)
                     system.record("cp", run(["cp", "-r", str(tree), str(d / "cp")]))
+                    if use_rsync:  # a temporary name per file, renamed into place; times and modes set
+                        settle(system)
+                        system.record("rsync", run(["rsync", "-a", f"{tree}/", str(d / "rsync")]))
+                        assert count_files(d / "rsync") == tree_files
                     settle(system)
                     system.record("grep", grep(d / "cp", needles))
                     assert count_files(d / "tar") == tree_files
@@ -341,6 +346,7 @@ def bench(workdir: Path, runs: int, n_files: int, tree_files: int, big: int, new
     rows = [("create", f"create {n_files} x 4 KiB files (Python)"),
             ("tar", f"tar x: {tree_files} files, {tree_bytes / 1e6:.0f} MB"),
             ("cp", "cp -r of the same tree"),
+            ("rsync", "rsync -a of the same tree"),
             ("grep", "grep -r, tree just written"),
             ("grep cold", "grep -r, cold (kernel caches dropped)"),
             ("rm", "rm -r of the tar x tree"),

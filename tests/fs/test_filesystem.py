@@ -14,6 +14,7 @@ import pytest
 from lakefuse.errors import LakefuseError
 from lakefuse.fs.filesystem import MODE_KEY, MTIME_NS_KEY, LakeFilesystem, WouldBlock
 from lakefuse.fs.memory import MemoryBackend
+from lakefuse.fs.namespace import RENAME_NOREPLACE
 from fs_staging import staged_away, staged_entry, staged_entry_where
 
 
@@ -339,6 +340,9 @@ def test_unlinked_open_file_stays_readable_and_is_not_uploaded(fs, drive, backen
 
 def test_mkdir_persists_an_empty_directory_as_a_marker(drive, backend):
     drive.mkdir("sales/main/empty", 0o700)
+    parent = drive.fs.opendir(drive.ino("sales/main"))
+    drive.fs.fsyncdir(parent)  # the marker waits for the stager's batch; fsync(2) writes it
+    drive.fs.releasedir(parent)
     ref = backend.resolve_ref("sales", "main")
     marker = backend.get_entry("sales", ref, "empty/")
     assert marker is not None and marker.size == 0
@@ -894,6 +898,38 @@ def test_a_closed_file_waiting_to_be_staged_is_never_lost_to_a_listing_made_mean
     assert d.read("sales/main/fresh/waiting.txt") == b"closed, not staged yet"
 
 
+def test_a_new_directory_waits_for_the_stager_and_is_never_lost_meanwhile(backend, tmp_path, make_driver,
+                                                                          monkeypatch):
+    """mkdir stores its marker and stages it with the next batch (one transaction for a
+    ``tar x``'s directories and files): until then lookups, listings, rmdir of its parent and a
+    second mkdir see it; a commit or fsync(2) stages it first."""
+    import lakefuse.fs.stager as stager
+
+    monkeypatch.setattr(stager, "BATCH_WINDOW", 30.0)  # staged only when flushed below
+    fs = LakeFilesystem(backend, spool_dir=str(tmp_path / "s"))
+    d = make_driver(fs)
+    ref = backend.resolve_ref("sales", "main")
+    d.mkdir("sales/main/made", 0o750)
+    d.mkdir("sales/main/made/inner")
+    d.write("sales/main/made/inner/f.txt", b"x")
+    assert backend.get_entry("sales", ref, "made/") is None  # not staged yet
+    assert stat.S_ISDIR(d.stat("sales/main/made").mode) and stat.S_IMODE(d.stat("sales/main/made").mode) == 0o750
+    assert "made" in d.listdir("sales/main") and d.listdir("sales/main/made") == ["inner"]
+    with pytest.raises(FileExistsError):
+        d.mkdir("sales/main/made")
+    with pytest.raises(OSError) as raised:
+        d.rmdir("sales/main/made")  # stages what waits, then finds it holds a directory
+    assert raised.value.errno == errno.ENOTEMPTY
+    assert backend.get_entry("sales", ref, "made/") is not None
+    assert backend.get_entry("sales", ref, "made/inner/f.txt") is not None
+    assert fs.state.unstaged.paths(fs.state.refs.branch_tree("sales", "main")) == []
+    d.mkdir("sales/main/later")
+    d.commit("sales/main", "with a new empty directory")  # stages the waiting marker first
+    head = backend.resolve_ref("sales", "main")
+    assert backend.get_entry("sales", head, "later/") is not None
+    assert "later" in d.listdir("sales/main")
+
+
 def test_small_new_files_are_created_written_closed_and_released_without_waiting(backend, tmp_path, make_driver):
     """What a shell tool creating small files sends is answered on the event loop: no backend
     call (the directory was made here, the entry waits for the stager), only local files."""
@@ -923,6 +959,101 @@ def test_small_new_files_are_created_written_closed_and_released_without_waiting
         fs.unlink(fresh, f"f{i}", blocking=False)
     assert sorted(d.listdir("sales/main/fresh")) == sorted(f"f{i}" for i in range(10, 20))
     assert staged_away(backend, "sales", "main", "fresh/f3")
+
+
+def test_what_tar_and_git_do_to_names_and_times_is_answered_from_memory_and_staged_in_one_batch(
+        backend, tmp_path, make_driver, monkeypatch):
+    """mkdir, utime and chmod of files and directories, and a closed file renamed into place
+    (``git``'s lock files, ``rsync``'s temporary names) are answered on the event loop
+    (``blocking=False``) and wait for the stager's next batch: one transaction for all of
+    them, and lookups and listings show each change meanwhile."""
+    import lakefuse.fs.stager as stager
+
+    monkeypatch.setattr(stager, "BATCH_WINDOW", 30.0)  # staged only when flushed below
+    fs = LakeFilesystem(backend, spool_dir=str(tmp_path / "s"))
+    d = make_driver(fs)
+    d.write("sales/main/warm.txt", b"the first upload learns that storage is local")
+    fs.state.stager.flush_all()
+    d.listdir("sales/main")  # known whole: a new name is free, from memory
+    root = d.ino("sales/main")
+    transactions = backend.calls["stage_entries"]
+
+    pkg = fs.mkdir(root, "pkg", 0o750, blocking=False).ino
+    result, _ = fs.create(pkg, "config.lock", 0o100644, os.O_WRONLY | os.O_CREAT, blocking=False)
+    fs.write_nowait(result.fh, 0, b"[core]\n")
+    fs.flush_nowait(result.fh)
+    fs.release_nowait(result.fh)
+    lock_ino = fs.lookup(pkg, "config.lock", blocking=False).ino
+    fs.rename(pkg, "config.lock", pkg, "config", 0, blocking=False)
+    fs.setattr(lock_ino, mtime_ns=5 * 10**9, atime_ns=5 * 10**9, blocking=False)
+    fs.setattr(pkg, mode=0o700, blocking=False)
+    fs.setattr(pkg, mtime_ns=7 * 10**9, atime_ns=7 * 10**9, blocking=False)
+    assert backend.calls["stage_entries"] == transactions  # nothing staged yet
+
+    assert fs.lookup(pkg, "config", blocking=False).ino == lock_ino  # the inode follows its name
+    with pytest.raises(FileNotFoundError):
+        fs.lookup(pkg, "config.lock")
+    assert d.listdir("sales/main/pkg") == ["config"]
+    assert d.read("sales/main/pkg/config") == b"[core]\n"
+    assert fs.getattr(lock_ino).mtime_ns == 5 * 10**9
+    shown = fs.getattr(pkg)
+    assert stat.S_IMODE(shown.mode) == 0o700 and shown.mtime_ns == 7 * 10**9
+    ref = backend.resolve_ref("sales", "main")
+    assert backend.get_entry("sales", ref, "pkg/") is None and backend.get_entry("sales", ref, "pkg/config") is None
+
+    fs.state.stager.flush_all()
+    assert backend.calls["stage_entries"] == transactions + 1  # one batch
+    ref = backend.resolve_ref("sales", "main")
+    marker = backend.get_entry("sales", ref, "pkg/")
+    assert marker is not None and marker.metadata["lakefuse-mode"] == "700" and marker.mtime == 7
+    assert backend.object_bytes(backend.get_entry("sales", ref, "pkg/config")) == b"[core]\n"
+    assert backend.get_entry("sales", ref, "pkg/config").mtime == 5
+    assert backend.get_entry("sales", ref, "pkg/config.lock") is None
+    assert fs.state.unstaged.paths(fs.state.refs.branch_tree("sales", "main")) == []
+
+
+def test_a_rename_memory_cannot_decide_waits_for_a_worker_and_changes_nothing(fs, drive, backend):
+    top = drive.ino("sales/main")
+    with pytest.raises(WouldBlock):  # neither name is known yet: the backend is asked
+        fs.rename(top, "top.csv", top, "moved.csv", 0, blocking=False)
+    with pytest.raises(WouldBlock):  # a directory: its keys are listed and moved
+        fs.rename(top, "a", top, "b", 0, blocking=False)
+    drive.listdir("sales/main")
+    drive.listdir("sales/main/a")  # every name above is known now
+    a = drive.ino("sales/main/a")
+    with pytest.raises(WouldBlock):  # it leaves a directory with no marker: the backend says whether it stays
+        fs.rename(a, "b.txt", top, "b.txt", 0, blocking=False)
+    with pytest.raises(FileExistsError):
+        fs.rename(top, "top.csv", a, "b.txt", RENAME_NOREPLACE, blocking=False)
+    assert drive.read("sales/main/top.csv") == b"x,y\n1,2\n" and drive.listdir("sales/main/a") == ["b.txt"]
+    assert backend.calls["stage_entries"] == 0
+    fs.rename(top, "top.csv", top, "moved.csv", 0, blocking=False)
+    assert "moved.csv" in drive.listdir("sales/main") and "top.csv" not in drive.listdir("sales/main")
+    assert staged_away(backend, "sales", "main", "top.csv")
+    assert backend.object_bytes(staged_entry(backend, "sales", "main", "moved.csv")) == b"x,y\n1,2\n"
+
+
+def test_mkdir_waits_for_a_worker_until_storage_is_known_local(backend, tmp_path, make_driver):
+    fs = LakeFilesystem(backend, spool_dir=str(tmp_path / "s"))
+    drive = make_driver(fs)
+    drive.listdir("sales/main")
+    root = drive.ino("sales/main")
+    with pytest.raises(WouldBlock):  # where its storage is: asked once, on a worker
+        fs.mkdir(root, "d1", 0o755, blocking=False)
+    assert "d1" not in drive.listdir("sales/main")
+    fs.mkdir(root, "d1", 0o755)
+    fs.mkdir(root, "d2", 0o755, blocking=False)
+    with pytest.raises(FileExistsError):
+        fs.mkdir(root, "d2", 0o755, blocking=False)
+    remote = MemoryBackend(local_storage=False)
+    remote.create_repository("s3repo")
+    remote_fs = LakeFilesystem(remote, spool_dir=str(tmp_path / "r"))
+    remote_drive = make_driver(remote_fs)
+    remote_drive.listdir("s3repo/main")
+    remote_root = remote_drive.ino("s3repo/main")
+    remote_fs.mkdir(remote_root, "d1", 0o755)
+    with pytest.raises(WouldBlock):  # a marker uploaded to remote storage: never on the event loop
+        remote_fs.mkdir(remote_root, "d2", 0o755, blocking=False)
 
 
 def test_what_would_wait_is_left_to_a_worker_thread(fs, drive, backend):

@@ -153,7 +153,7 @@ def test_new_entries_store_the_requesters_owner(fs, drive, backend):
     assert entry.metadata["lakefuse-uid"] == "1000" and entry.metadata["lakefuse-gid"] == "100"
     directory = fs.mkdir(drive.ino("sales/main"), "d", 0o750, uid=1000, gid=100)
     assert (directory.uid, directory.gid, stat.S_IMODE(directory.mode)) == (1000, 100, 0o750)
-    marker = backend.get_entry("sales", backend.resolve_ref("sales", "main"), "d/")
+    marker = staged_entry(backend, "sales", "main", "d/")
     assert marker.metadata["lakefuse-uid"] == "1000" and marker.metadata["lakefuse-mode"] == "750"
     assert stat.S_IMODE(drive.stat("sales/main/d").mode) == 0o750
     assert [n for n in drive.listdir("sales/main") if n == "d"] == ["d"]

@@ -102,8 +102,14 @@ def test_a_rename_right_after_close_moves_the_whole_file(branch, lake_home):
         payloads[f"part-{i:05d}"] = hashlib.sha256(data).hexdigest()
     for name, digest in payloads.items():
         assert hashlib.sha256((branch / name).read_bytes()).hexdigest() == digest
-        stored = lake_home.catalog.read_object("sales", branch.name, name)
-        assert hashlib.sha256(stored).hexdigest() == digest
+        stored = staged_bytes(lake_home, branch.name, name)  # the rename waits for the stager's batch too
+        assert stored is not None and hashlib.sha256(stored).hexdigest() == digest
+        try:  # both halves of a rename are staged in one transaction
+            lake_home.catalog.read_object("sales", branch.name, f"_temporary/{name}")
+            raise AssertionError(f"_temporary/{name} is still staged beside {name}")
+        except ObjectNotFound:
+            pass
+    assert os.listdir(temporary) == []
 
 
 def test_without_passthrough_the_mount_serves_the_same_writes(lake_home, tmp_path):
