@@ -69,7 +69,9 @@ def lakefuse_mount(home: LakeHome, mountpoint: Path, uri: str | None = None, arg
     env = dict(home.env, NOTIFY_SOCKET=sock_path)
     if source is not None:
         env["PYTHONPATH"] = source
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL)
+    # ``python -m`` puts its working directory first on sys.path: started from a checkout, the
+    # daemon would run that checkout's lakefuse whatever PYTHONPATH says
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, cwd=source)
     if procs is not None:
         procs.append(proc)
     try:
