@@ -60,7 +60,7 @@ class Namespace:
         stat, _ = self._inodes.stat_path(tree, path, blocking)  # WouldBlock: not known in memory
         if stat is not None:
             raise OSError(errno.EEXIST, path)
-        if not blocking and (tree.waits_for_stager(path) or not self._uploader.known_local_storage(tree.repo)):
+        if not blocking and (tree.waits_for_stager(path) or not self._uploader.known_local(tree.repo)):
             raise WouldBlock
         if blocking:
             self._uploader.local_storage(tree.repo)  # learnt once, so the next mkdir need not hop

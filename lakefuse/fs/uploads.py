@@ -172,11 +172,6 @@ class Uploader:
             local = self._stores_locally[repo] = bool(self._backend.stores_locally(repo))
         return local
 
-    def known_local_storage(self, repo: str) -> bool:
-        """Whether ``local_storage(repo)`` is known to be true, without asking (a call that
-        must not block: the event loop's)."""
-        return self._stores_locally.get(repo) is True
-
     def appended(self, of: OpenFile, written: int) -> None:
         """``written`` bytes were appended to a file written in order from empty: once it is
         big, start its tail."""
