@@ -29,6 +29,11 @@ from lakefuse.fs.tree import PathStat, Tree, check_name, decode_name, dir_prefix
 from lakefuse.fs.uploads import Uploader
 from lakefuse.graveler.model import Entry
 
+def _renamed(entry: Entry) -> Entry:
+    """``entry`` renamed: its ctime moves to now, as Linux does it."""
+    return dataclasses.replace(entry, metadata={**entry.metadata, CTIME_NS_KEY: str(time.time_ns())})
+
+
 #: ``Namespace._known``: memory does not know the path
 _UNKNOWN = object()
 #: renameat2(2) flags (not in the ``os`` module)
@@ -223,19 +228,15 @@ class Namespace:
             stat, _ = tree.stat(old_path)
             if stat is None:
                 raise OSError(errno.ENOENT, old_path)
-            if stat.entry is not None:  # the ctime of what is renamed moves, as Linux does it
-                entry = dataclasses.replace(stat.entry, metadata={**stat.entry.metadata,
-                                                                  CTIME_NS_KEY: str(time.time_ns())})
+            if stat.entry is not None:
+                entry = _renamed(stat.entry)
                 stat = PathStat(False, entry)
                 if of is not None:
                     of.take_entry(entry)
             if old_parent_path is not None:
                 self._keep_parent(tree, old_parent_path, gone=[old_path])
             self._stager.stage_now(tree, [(new_path, stat.entry), (old_path, None)], deleted_exist=True)
-            self._owned.moved(tree, old_path, new_path, stat.entry)
-            target = self._inodes.find(tree, new_path)
-            if replaced is not None and (target is None or target.open_file is None):
-                self._owned.superseded(tree, new_path, replaced)  # the file renamed over
+            self._objects_moved(tree, old_path, new_path, stat.entry, replaced)
             tree.remember(old_path, None)
             tree.remember(new_path, stat)
             if node is not None:
@@ -275,18 +276,12 @@ class Namespace:
         try:
             if (of is not None and of.dirty) or not node.attached:
                 raise WouldBlock  # written and not uploaded: the upload goes first
-            # the ctime of what is renamed moves, as Linux does it
-            entry = dataclasses.replace(old_stat.entry, metadata={**old_stat.entry.metadata,
-                                                                  CTIME_NS_KEY: str(time.time_ns())})
+            entry = _renamed(old_stat.entry)
             stat = PathStat(False, entry)
             if of is not None:
                 of.take_entry(entry)
             self._stager.put_many(tree, [(new_path, entry), (old_path, None)])
-            self._owned.moved(tree, old_path, new_path, entry)
-            target = self._inodes.find(tree, new_path)
-            replaced = new_stat.entry if new_stat is not None else None
-            if replaced is not None and (target is None or target.open_file is None):
-                self._owned.superseded(tree, new_path, replaced)  # the file renamed over
+            self._objects_moved(tree, old_path, new_path, entry, new_stat.entry if new_stat is not None else None)
             unstaged_old = self._unstaged.node(tree, old_path)
             if unstaged_old is not None:
                 self._unstaged.discard(tree, old_path, unstaged_old)
@@ -304,6 +299,15 @@ class Namespace:
         finally:
             if of is not None:
                 of.lock.release()
+
+    def _objects_moved(self, tree: Tree, old_path: str, new_path: str, entry: Entry | None,
+                       replaced: Entry | None) -> None:
+        """Tell ``OwnedObjects`` that a rename staged ``entry`` at ``new_path``, over
+        ``replaced`` (whose object may go if no handle reads it)."""
+        self._owned.moved(tree, old_path, new_path, entry)
+        target = self._inodes.find(tree, new_path)
+        if replaced is not None and (target is None or target.open_file is None):
+            self._owned.superseded(tree, new_path, replaced)  # the file renamed over
 
     def _known(self, tree: Tree, path: str):
         """What memory says ``path`` is (a file of this mount waiting for the stager, else the
