@@ -40,6 +40,7 @@ from lakefuse.posix import mtime_ns as posix_mtime_ns
 
 if TYPE_CHECKING:
     from lakefuse.fs.state import MountState
+    from lakefuse.fs.tree import PathStat
 
 __all__ = ["ATIME_NS_KEY", "CTIME_NS_KEY", "DEFAULT_DIR_MODE", "DEFAULT_FILE_MODE", "INTERNAL_METADATA", "MODE_KEY",
            "MTIME_NS_KEY", "NodeAttributes", "clear_set_id_bits", "content_changed", "entry_mode", "entry_mtime_ns", "mode_metadata"]
@@ -115,13 +116,17 @@ class NodeAttributes:
             node.attrs_cache = (stat, attrs)
         return attrs
 
-    def listed(self, node: Node) -> Attributes:
-        """The attributes of ``node`` for an entry of a listing: the kept ones if fresh, else
-        computed and not kept (a listing's entries are each asked for once, mostly: the
-        kernel keeps their attributes, and kept ones would cost the node ~400 bytes)."""
+    def listed(self, node: Node, stat: PathStat) -> Attributes:
+        """The attributes of ``node`` for an entry of a listing that says ``stat``: the kept
+        ones if fresh, else computed and not kept (a listing's entries are each asked for once,
+        mostly: the kernel keeps their attributes, and kept ones would cost the node ~400
+        bytes).  A file's node made by the listing keeps no stat (``Inodes.tree_node``): its
+        attributes are the listing's."""
         cached = node.attrs_cache
         if cached is not None and cached[0] is node.stat and node.open_file is None:
             return cached[1]
+        if node.stat is None and node.kind is NodeKind.FILE:
+            return self._file(node, self._state.refs.ttl(node.tree), stat)
         return self._compute(node)
 
     def _compute(self, node: Node) -> Attributes:
@@ -143,9 +148,11 @@ class NodeAttributes:
             ttl = 0.0
         return Attributes(node.ino, _DIR | DEFAULT_DIR_MODE, 0, state.mount_time_ns, state.uid, state.gid, ttl, ttl)
 
-    def _file(self, node: Node, ttl: float) -> Attributes:
+    def _file(self, node: Node, ttl: float, stat: PathStat | None = None) -> Attributes:
         of = node.open_file
-        entry = node.stat.entry if node.stat is not None else None
+        if stat is None:
+            stat = node.stat
+        entry = stat.entry if stat is not None else None
         if of is not None and (of.spool is not None or of.dirty or entry is None):
             metadata: Mapping[str, str] = of.metadata
             size = of.size()
@@ -191,6 +198,7 @@ class NodeAttributes:
             if changed is not None:
                 mtime = ctime = changed
         uid, gid = self._owners.shown(*owner(metadata))
-        entry_timeout = node.entry_timeout if node.entry_timeout is not None else ttl
+        # a ref's name: how long it keeps its meaning (a branch's name, a commit ID's for good)
+        entry_timeout = state.refs.timeout(tree.ref) if node.path == "" and tree is not None else ttl
         return Attributes(node.ino, _DIR | permissions(metadata, DEFAULT_DIR_MODE), 0, mtime, uid, gid,
                           entry_timeout, ttl, atime_ns=atime, ctime_ns=ctime)

@@ -468,6 +468,7 @@ class Files(HandleOps):
                     return self._attrs(node)
             finally:
                 of.lock.release()
+        self._inodes.ensure_stat(node, blocking=False)
         attrs = self._attrs(node)
         if attrs.mtime_ns != mtime_ns:
             raise WouldBlock

@@ -73,7 +73,7 @@ from lakefuse.fs.refops import RefOperations
 from lakefuse.fs.special import Special
 from lakefuse.fs.replies import BLOCK_SIZE, Attributes, Invalidations, OpenResult, WouldBlock
 from lakefuse.fs.state import MountState
-from lakefuse.fs.tree import MAX_NAME_BYTES, Tree
+from lakefuse.fs.tree import MAX_NAME_BYTES, METADATA_ENTRIES, Tree
 from lakefuse.fs.uploads import Uploader
 from lakefuse.fs.xattrs import Xattrs
 
@@ -96,13 +96,16 @@ class LakeFilesystem:
                  read_only: bool = False, uid: int | None = None, gid: int | None = None,
                  branch_ttl: float = 1.0, immutable_ttl: float = 86400.0, readdir_page: int = 5000,
                  change_feed: bool = False, watched_branch_ttl: float = 60.0, uid_map=None, gid_map=None,
-                 force_owner: bool = False):
+                 force_owner: bool = False, metadata_entries: int = METADATA_ENTRIES):
         """``uid``/``gid``: the default owner (of entries storing none; default: this process's);
-        ``uid_map``/``gid_map`` ({stored: shown}) and ``force_owner``: see ``lakefuse.fs.owners``."""
+        ``uid_map``/``gid_map`` ({stored: shown}) and ``force_owner``: see ``lakefuse.fs.owners``;
+        ``metadata_entries``: paths each ref's metadata cache keeps, and entries of its listing
+        pages (``lakefuse.fs.tree``)."""
         self.state = state = MountState(
             backend, spool_dir=spool_dir, read_only=read_only, uid=uid, gid=gid, branch_ttl=branch_ttl,
             immutable_ttl=immutable_ttl, readdir_page=readdir_page, change_feed=change_feed,
-            watched_branch_ttl=watched_branch_ttl, uid_map=uid_map, gid_map=gid_map, force_owner=force_owner)
+            watched_branch_ttl=watched_branch_ttl, uid_map=uid_map, gid_map=gid_map, force_owner=force_owner,
+            metadata_entries=metadata_entries)
         self.table = state.table
         self._handles = state.handles
         attributes = NodeAttributes(state)

@@ -74,11 +74,11 @@ class Inodes:
                 from lakefuse.errors import RepositoryNotFound
 
                 raise RepositoryNotFound(f"repository {repo!r} not found")
-            root = Node(ROOT_INODE, NodeKind.REPOSITORY, repository_key(repo), repo=repo)
+            root = Node(ROOT_INODE, NodeKind.REPOSITORY, repository_key(repo))
         else:
             tree = self._refs.tree_for(repo, backend.resolve_ref(repo, ref))
-            root = Node(ROOT_INODE, NodeKind.DIR, path_key(tree.key, ""), repo=repo, tree=tree, path="",
-                        stat=ROOT_STAT, expires=_INF)
+            root = Node(ROOT_INODE, NodeKind.DIR, path_key(tree.key, ""), tree=tree, path="", stat=ROOT_STAT,
+                        expires=_INF)
         root.lookups = 1
         self._table.set_root(root)
 
@@ -161,27 +161,30 @@ class Inodes:
     # ------------------------------------------------------------------ nodes
 
     def repository_node(self, repo: str) -> Node:
-        return self._table.child(repository_key(repo), NodeKind.REPOSITORY, repo=repo)
+        return self._table.child(repository_key(repo), NodeKind.REPOSITORY)
 
     def ref_node(self, repo: str, ref: MountRef) -> Node:
         """The directory of ``ref`` in repository ``repo`` (the root of its tree)."""
         tree = self._refs.tree_for(repo, ref)
-        node = self._table.child(path_key(tree.key, ""), _DIR, repo=repo, tree=tree, path="", stat=ROOT_STAT,
-                                 expires=_INF)
-        node.entry_timeout = self._refs.timeout(ref)
-        return node
+        return self._table.child(path_key(tree.key, ""), _DIR, tree=tree, path="", stat=ROOT_STAT, expires=_INF)
 
     def control_dir_node(self, tree: Tree) -> Node:
-        return self._table.child(control_dir_key(tree.key), NodeKind.CONTROL_DIR, repo=tree.repo, tree=tree)
+        return self._table.child(control_dir_key(tree.key), NodeKind.CONTROL_DIR, tree=tree)
 
     def control_file_node(self, tree: Tree, name: str) -> Node:
-        return self._table.child(control_file_key(tree.key, name), NodeKind.CONTROL_FILE, repo=tree.repo, tree=tree,
-                                 name=name)
+        return self._table.child(control_file_key(tree.key, name), NodeKind.CONTROL_FILE, tree=tree)
 
-    def tree_node(self, tree: Tree, path: str, stat: PathStat, expires: float, lookups: int = 0) -> Node:
+    def tree_node(self, tree: Tree, path: str, stat: PathStat, expires: float, lookups: int = 0,
+                  listed: bool = False) -> Node:
         """The node of ``path`` in ``tree`` (made if the table has none), now with ``stat``
         unless it is being written; its lookup count goes up by ``lookups``.  On the path of
-        every lookup and listed entry: one lock, no other call when the node exists."""
+        every lookup and listed entry: one lock, no other call when the node exists.
+
+        ``listed``: for an entry of a listing.  A regular file's node made for one keeps no
+        stat (``None``, expired): a walk of a million files leaves the kernel a million
+        inodes, and their entries are what the daemon's memory would mostly hold.  The first
+        request that needs the stat reads it again (``refresh``, ``ensure_stat``), from the
+        tree's cache when it still has it; once read it stays."""
         kind = _DIR if stat.is_dir else _FILE
         table = self._table
         with table.lock:
@@ -189,8 +192,12 @@ class Inodes:
             if node is None or node.kind is not kind or (
                     node.stat is not stat and kind is _FILE and _file_type(node.stat) != _file_type(stat)):
                 # a new node for a new kind of file (the kernel keeps an inode's type for life)
-                node = table.child(path_key(tree.key, path), kind, repo=tree.repo, tree=tree, path=path, stat=stat,
-                                   expires=expires, replace=True)
+                if listed and kind is _FILE and _file_type(stat) is None and stat.entry is not None:
+                    stat, expires = None, 0.0
+                node = table.child(path_key(tree.key, path), kind, tree=tree, path=path, stat=stat, expires=expires,
+                                   replace=True)
+            elif listed and node.stat is None:
+                pass  # still not read: a listing does not keep it either
             else:
                 of = node.open_file
                 if (of is None or not of.dirty) and (node.stat is stat or tree.is_current(path, stat)):
@@ -234,6 +241,11 @@ class Inodes:
         if not blocking and path:
             raise WouldBlock
         return tree.stat(path)
+
+    def ensure_stat(self, node: Node, blocking: bool) -> None:
+        """Read the stat of a file whose node a listing made without one (see ``tree_node``)."""
+        if node.stat is None and node.kind is _FILE:
+            self.refresh(node, blocking)
 
     def refresh(self, node: Node, blocking: bool) -> None:
         """Re-read a branch node's stat once its cached one expired."""

@@ -92,6 +92,7 @@ class Metadata:
         ctime becomes now.  ``blocking=False``: WouldBlock (nothing changed) unless memory
         holds what it needs and the file's lock is free."""
         change = change or Change(**fields)
+        self._inodes.ensure_stat(node, blocking)  # the times shown are kept, unless changed
         shown = self._attrs(node)
         now = time.time_ns()
 

@@ -7,9 +7,10 @@ per path while the kernel knows it.  A node leaves the table when the kernel has
 and no file handle uses it.
 
 Node keys (what a node stands for, the index's key) are plain tuples made only in this
-module (``path_key`` and its siblings, and ``InodeTable.find_path``): one is made per lookup
-and per listed entry, and a tuple is the cheapest hashable record (a NamedTuple costs several
-times more).
+module (``path_key`` and its siblings): a tuple is the cheapest hashable record (a NamedTuple
+costs several times more).  A node of a ref's tree (a file or directory: there may be
+millions, one per entry a walk listed) keeps no key of its own: the index finds it by its
+tree's key and its path (``InodeTable.find_path``), in one dictionary per tree.
 """
 
 from __future__ import annotations
@@ -72,26 +73,48 @@ class NodeKind(enum.Enum):
 
 
 class Node:
-    __slots__ = ("ino", "kind", "key", "repo", "tree", "path", "lookups", "stat", "expires",
-                 "open_file", "attached", "entry_timeout", "name", "cache_id", "attrs_cache")
+    """One inode.  Its slots are what every node needs: a walk of a million files makes a
+    million nodes (what a node of a repository or a control file needs besides, it reads
+    from its key)."""
 
-    def __init__(self, ino: int, kind: NodeKind, key: NodeKey, *, repo=None, tree=None, path: str = "",
-                 stat=None, expires: float = 0.0, entry_timeout: float | None = None, name: str = ""):
+    __slots__ = ("ino", "kind", "_key", "tree", "path", "lookups", "stat", "expires", "open_file", "attached",
+                 "cache_id", "attrs_cache")
+
+    def __init__(self, ino: int, kind: NodeKind, key: NodeKey, *, tree=None, path: str = "", stat=None,
+                 expires: float = 0.0):
         self.ino = ino
         self.kind = kind
-        self.key = key
-        self.repo = repo
+        # a tree node's key is its tree's and its path (see the module docstring)
+        self._key = None if key[0] == _PATH else key
         self.tree = tree
         self.path = path
         self.lookups = 0
-        self.stat = stat  # PathStat of a tree node
+        self.stat = stat  # PathStat of a tree node (None: a file's, not read yet: Inodes.tree_node)
         self.expires = expires  # monotonic time until which ``stat`` is trusted
         self.open_file = None  # OpenFile while handles are open
         self.attached = True  # still the node of ``key`` (false once unlinked or replaced)
-        self.entry_timeout = entry_timeout  # overrides the tree's timeout for this name
-        self.name = name
         self.cache_id = None  # identity of the object whose pages the kernel may have cached
         self.attrs_cache = None  # (stat, Attributes): attributes computed from that stat
+
+    @property
+    def repo(self) -> str | None:
+        """The repository this node is in (None: the listing of repositories)."""
+        if self.tree is not None:
+            return self.tree.repo
+        key = self._key
+        return key[1] if key[0] == "repo" else None
+
+    @property
+    def name(self) -> str:
+        """A control file's name ('' for other nodes)."""
+        key = self._key
+        return key[2] if key is not None and key[0] == "ctlf" else ""
+
+    @property
+    def key(self) -> NodeKey:
+        """What this node stands for (``path_key`` and its siblings)."""
+        key = self._key
+        return key if key is not None else path_key(self.tree.key, self.path)
 
     def __repr__(self) -> str:
         return f"Node({self.ino}, {self.kind.value}, {self.key!r}, lookups={self.lookups})"
@@ -119,13 +142,33 @@ class InodeTable:
     def __init__(self):
         self.lock = threading.RLock()
         self._nodes: dict[int, Node] = {}
-        self._index: dict[NodeKey, Node] = {}
+        self._index: dict[NodeKey, Node] = {}  # nodes other than a tree's
+        self._paths: dict[Hashable, dict[str, Node]] = {}  # tree key -> path -> node
         self._next_ino = ROOT_INODE + 1
+
+    def _slot(self, key: NodeKey) -> tuple[dict, Hashable]:
+        """The dictionary of the index that holds ``key``, and the key within it."""
+        if key[0] == _PATH:
+            paths = self._paths.get(key[1])
+            if paths is None:
+                paths = self._paths[key[1]] = {}
+            return paths, key[2]
+        return self._index, key
+
+    def _node_slot(self, node: Node) -> tuple[dict, Hashable]:
+        key = node._key
+        if key is not None:
+            return self._index, key
+        paths = self._paths.get(node.tree.key)
+        if paths is None:
+            paths = self._paths[node.tree.key] = {}
+        return paths, node.path
 
     def set_root(self, node: Node) -> None:
         with self.lock:
             self._nodes[ROOT_INODE] = node
-            self._index[node.key] = node
+            index, key = self._node_slot(node)
+            index[key] = node
 
     def get(self, ino: int) -> Node:
         node = self._nodes.get(ino)
@@ -136,52 +179,61 @@ class InodeTable:
     def find_path(self, tree_key: Hashable, path: str) -> Node | None:
         """The node of ``path_key(tree_key, path)``, if any (one call: per lookup and listed
         entry)."""
-        return self._index.get((_PATH, tree_key, path))
+        paths = self._paths.get(tree_key)
+        return paths.get(path) if paths is not None else None
 
     def nodes(self) -> list[Node]:
         with self.lock:
             return list(self._nodes.values())
 
-    def child(self, key: NodeKey, kind: NodeKind, *, repo=None, tree=None, path: str = "", stat=None,
-              expires: float = 0.0, name: str = "", replace: bool = False) -> Node:
+    def child(self, key: NodeKey, kind: NodeKind, *, tree=None, path: str = "", stat=None,
+              expires: float = 0.0, replace: bool = False) -> Node:
         """The node of ``key`` if it exists with this kind (unless ``replace``), else a new one
         with these fields (which replaces any node at that key)."""
         with self.lock:
-            node = self._index.get(key)
+            index, slot = self._slot(key)
+            node = index.get(slot)
             if node is not None and node.kind is kind and not replace:
                 return node
             if node is not None:
                 self.detach(node)
-            node = Node(self._next_ino, kind, key, repo=repo, tree=tree, path=path, stat=stat, expires=expires,
-                        name=name)
+            node = Node(self._next_ino, kind, key, tree=tree, path=path, stat=stat, expires=expires)
             self._next_ino += 1
             self._nodes[node.ino] = node
-            self._index[key] = node
+            index[slot] = node
             return node
+
+    def _unindex(self, node: Node) -> None:
+        index, slot = self._node_slot(node)
+        if index.get(slot) is node:
+            del index[slot]
 
     def detach(self, node: Node) -> None:
         """``node`` no longer stands for its key (unlinked, replaced); it stays in the table
         until forgotten."""
         with self.lock:
-            if self._index.get(node.key) is node:
-                del self._index[node.key]
+            self._unindex(node)
             node.attached = False
             node.attrs_cache = None  # its link count is 0 now
             self.drop_if_unused(node)
 
     def rekey(self, node: Node, new_key: NodeKey) -> Node | None:
-        """Move ``node`` to ``new_key``; returns the node that was there (now detached)."""
+        """Move ``node`` to ``new_key`` (a tree node: to the path in it); returns the node that
+        was there (now detached)."""
         with self.lock:
-            if self._index.get(node.key) is node:
-                del self._index[node.key]
-            replaced = self._index.get(new_key)
+            self._unindex(node)
+            index, slot = self._slot(new_key)
+            replaced = index.get(slot)
             if replaced is not None and replaced is not node:
                 replaced.attached = False
                 replaced.attrs_cache = None
                 self.drop_if_unused(replaced)
-            node.key = new_key
+            if new_key[0] == _PATH:
+                node.path = new_key[2]
+            else:
+                node._key = new_key
             node.attached = True
-            self._index[new_key] = node
+            index[slot] = node
             return replaced
 
     def add_lookup(self, node: Node, count: int = 1) -> None:
@@ -189,8 +241,10 @@ class InodeTable:
             node.lookups += count
             if self._nodes.get(node.ino) is not node:  # dropped meanwhile: bring it back
                 self._nodes[node.ino] = node
-                if node.attached and node.key not in self._index:
-                    self._index[node.key] = node
+                if node.attached:
+                    index, slot = self._node_slot(node)
+                    if slot not in index:
+                        index[slot] = node
 
     def forget(self, ino: int, count: int) -> None:
         with self.lock:
@@ -206,5 +260,4 @@ class InodeTable:
                 return
             if self._nodes.get(node.ino) is node:
                 del self._nodes[node.ino]
-            if self._index.get(node.key) is node:
-                del self._index[node.key]
+            self._unindex(node)

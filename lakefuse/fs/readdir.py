@@ -160,7 +160,8 @@ class Readdir(HandleOps):
         buffer is full.  The per-entry loop of every listing (``ls``, ``find``, a Spark
         listing): the inode table's lock is held for the batch, and a name the table
         knows already (a second listing) costs a dictionary lookup and its cached attributes
-        if it has any (a listing keeps none: ``NodeAttributes.listed``)."""
+        if it has any (a listing keeps none: ``NodeAttributes.listed``), and a regular file's
+        new node keeps no stat (``Inodes.tree_node``)."""
         buffer, names, emitted = h.buffer, h.names, h.emitted
         prefix = dir_prefix(h.node.path)
         expires = tree._expiry()
@@ -174,8 +175,8 @@ class Readdir(HandleOps):
                 # a file's key is its path (one string shared by the node, the page and the
                 # tree's cache); a directory's ends with '/'
                 path = key if key is not None and key[-1] != "/" else prefix + name
-                child = tree_node(tree, path, stat, expires, lookups=1)
-                if not add(name.encode("utf-8"), attrs_of(child), len(emitted) + 1):
+                child = tree_node(tree, path, stat, expires, lookups=1, listed=True)
+                if not add(name.encode("utf-8"), attrs_of(child, stat), len(emitted) + 1):
                     table.forget(child.ino, 1)  # not reported after all (dropped if nothing else uses it)
                     return False
                 buffer.popleft()

@@ -42,7 +42,8 @@ class Refs:
                 writable = ref.is_branch and not state.read_only
                 feed = state.change_feed if ref.is_branch else None
                 ttl = None if not ref.is_branch else state.watched_branch_ttl if feed else state.branch_ttl
-                tree = Tree(state.backend, repo, ref, writable=writable, ttl=ttl, change_feed=feed)
+                tree = Tree(state.backend, repo, ref, writable=writable, ttl=ttl, change_feed=feed,
+                            metadata_entries=state.metadata_entries)
                 self._trees[key] = tree
             return tree
 

@@ -25,7 +25,7 @@ from lakefuse.fs.owners import Owners
 from lakefuse.fs.refs import Refs
 from lakefuse.fs.replies import Invalidations
 from lakefuse.fs.stager import Stager
-from lakefuse.fs.tree import PathStat, Tree, dir_prefix
+from lakefuse.fs.tree import METADATA_ENTRIES, PathStat, Tree, dir_prefix
 
 
 #: how long a staged file still shows in listings that began before it was staged
@@ -126,7 +126,7 @@ class MountState:
     def __init__(self, backend: LakeBackend, *, spool_dir: str, read_only: bool, uid: int | None,
                  gid: int | None, branch_ttl: float, immutable_ttl: float, readdir_page: int,
                  change_feed: bool, watched_branch_ttl: float, uid_map=None, gid_map=None,
-                 force_owner: bool = False):
+                 force_owner: bool = False, metadata_entries: int = METADATA_ENTRIES):
         self.backend = backend
         self.read_only = read_only
         #: the default owner: of entries that store none, implied directories, refs, repositories
@@ -140,6 +140,8 @@ class MountState:
         #: listing in big buffers (one reply held 2,000 entries, 336 KB), and each page costs a
         #: branch two SQL queries: a page of 5,000 lists most directories in one.
         self.readdir_page = readdir_page
+        #: paths each tree's metadata cache keeps, and entries of its kept listing pages
+        self.metadata_entries = metadata_entries
         self.spool_dir = spool_dir
         os.makedirs(spool_dir, exist_ok=True)
         self.mount_time_ns = time.time_ns()

@@ -4,7 +4,8 @@ Owns the mapping path <-> key (a directory ``a/b`` is every key under ``a/b/``, 
 zero-size marker object ``a/b/`` that ``mkdir`` creates so an empty directory persists), which
 names a listing may show, and the metadata cache of the ref: ``stat`` results and the stats
 that listings bring along, and the listing pages themselves (a second ``ls -l`` of a big
-directory is answered from memory; at most ``LISTED_ENTRIES_KEPT`` entries per ref), kept ``ttl``
+directory is answered from memory; each at most ``metadata_entries`` paths per ref, a mount
+option), kept ``ttl``
 seconds on a branch and until evicted on a tag or commit (immutable).  A change made through
 this tree (``remember``/``forget``) drops the pages of the directory it is in.
 
@@ -57,8 +58,9 @@ PREFETCH_MOST = 1000
 SMALL_DIRECTORY = 2048
 #: listings of directories from their first name on a tree follows at once (see ``list_dir``)
 LISTINGS_FOLLOWED = 64
-#: entries of listing pages a tree keeps (least recently listed directories go first)
-LISTED_ENTRIES_KEPT = 200_000
+#: paths a tree's metadata cache keeps, and entries of listing pages (least recently listed
+#: directories go first), unless the mount says otherwise (``--metadata-entries``)
+METADATA_ENTRIES = 200_000
 #: directories whose last change through this mount a tree remembers (see ``touch_dirs``)
 DIR_CHANGES_KEPT = 100_000
 #: directories of a branch whose listing the kernel may keep (see ``kernel_keeps``)
@@ -172,20 +174,22 @@ class Tree:
     """The tree of one ref of one repository; thread-safe."""
 
     def __init__(self, backend: LakeBackend, repo: str, ref: MountRef, *, writable: bool,
-                 ttl: float | None, cache_entries: int = 200_000, change_feed=None):
+                 ttl: float | None, metadata_entries: int = METADATA_ENTRIES, change_feed=None):
         self.backend = backend
         self.repo = repo
         self.ref = ref
         self.writable = writable
         self.ttl = ttl  # None: immutable, cached until evicted
         self.key = tree_key(repo, ref)
-        self._cache = LRUDict(cache_entries)  # path -> (PathStat or None, expires)
+        self._metadata_entries = metadata_entries
+        self._cache = LRUDict(metadata_entries)  # path -> (PathStat or None, expires)
         #: directory path -> {(after, limit): (list_dir result, expires)}
-        self._pages: cachetools.LRUCache = cachetools.LRUCache(maxsize=LISTED_ENTRIES_KEPT, getsizeof=_entries_in)
+        self._pages: cachetools.LRUCache = cachetools.LRUCache(maxsize=metadata_entries, getsizeof=_entries_in)
         self._changes = 0  # counts remember/forget: a page listed across one is not kept
         self._lock = threading.Lock()
         #: directory path -> _Children: directories whose every child is known
-        self._complete: cachetools.LRUCache = cachetools.LRUCache(maxsize=LISTED_ENTRIES_KEPT, getsizeof=_children_size)
+        self._complete: cachetools.LRUCache = cachetools.LRUCache(maxsize=metadata_entries,
+                                                                      getsizeof=_children_size)
         self._listings: dict[str, _Listing] = {}  # directory path -> its listing from the start, under way
         #: directory path -> until when the kernel may keep the listing it was served whole (a
         #: branch's: see ``kernel_keeps``), and the listings being served to it (path -> token)
@@ -559,7 +563,7 @@ class Tree:
             if keep:
                 pages = dict(self._pages.get(path) or {})
                 pages[(after, limit)] = (result, expires)
-                if _entries_in(pages) <= LISTED_ENTRIES_KEPT:
+                if _entries_in(pages) <= self._metadata_entries:
                     self._pages[path] = pages  # re-inserted: the cache counts its entries again
         return result
 

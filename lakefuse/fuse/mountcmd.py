@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 from lakefuse.errors import InvalidArgument, LakefuseError, MountPointInUse
+from lakefuse.fs.tree import METADATA_ENTRIES
 from lakefuse.fuse.mountinfo import process_alive
 
 log = logging.getLogger("lakefuse.mount")
@@ -60,6 +61,10 @@ def add_mount_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cache-dir", help="cache directory (default: cache.dir of the configuration)")
     parser.add_argument("--cache-disk-bytes", help="bound of each disk cache, e.g. 10GiB")
     parser.add_argument("--cache-ram-bytes", help="bound of the RAM cache, e.g. 1GiB")
+    parser.add_argument("--metadata-entries", type=_entries, default=METADATA_ENTRIES, metavar="N",
+                        help=f"paths whose metadata each ref keeps in memory, and entries of the listing "
+                             f"pages it keeps (default {METADATA_ENTRIES:,}; about 0.8 KB each: see the "
+                             f"memory section of docs/mount.md)")
     parser.add_argument("--read-ahead-kb", type=int, default=1024,
                         help="kernel read-ahead of the mount in KiB (default 1024; 0 leaves it alone)")
     parser.add_argument("--change-poll", type=_seconds, default=0.5, metavar="SECONDS",
@@ -134,6 +139,17 @@ def _id_pair(text: str) -> tuple[int, int]:
     if not sep:
         raise argparse.ArgumentTypeError(f"expected STORED:SHOWN, got {text!r}")
     return _id(stored), _id(shown)
+
+
+def _entries(text: str) -> int:
+    """An argparse type: a number of cache entries (at least 1)."""
+    try:
+        value = int(text.replace("_", "").replace(",", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number of entries: {text!r}") from None
+    if not 1 <= value <= 1_000_000_000:
+        raise argparse.ArgumentTypeError(f"must be between 1 and 1000000000 entries, got {text}")
+    return value
 
 
 _seconds = _bounded(float, "a number of", "seconds", 3600)
@@ -279,7 +295,8 @@ def _serve(args, plan: _Plan, on_ready, log_file: str | None = None) -> None:
         spool = _spool_dir(config.home)
         fs = LakeFilesystem(backend, spool_dir=spool, repo=plan.repo, ref=plan.ref, read_only=args.read_only,
                             change_feed=args.change_poll > 0, uid=args.uid, gid=args.gid,
-                            uid_map=dict(args.map_uid), gid_map=dict(args.map_gid), force_owner=args.force_owner)
+                            uid_map=dict(args.map_uid), gid_map=dict(args.map_gid), force_owner=args.force_owner,
+                            metadata_entries=args.metadata_entries)
         options = MountOptions(read_only=args.read_only, allow_other=args.allow_other,
                                read_ahead_kb=args.read_ahead_kb, change_poll=args.change_poll,
                                spin=args.spin_us / 1e6, passthrough=args.passthrough,

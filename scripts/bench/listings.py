@@ -25,6 +25,7 @@ files).  Per size and system:
 
     python scripts/bench/listings.py [--objects 200000,1000000] [--per-dir 2000] [--runs 3]
                                      [--bindfs-runs 1] [--before DIR] [--spark] [--workdir DIR]
+                                     [--mount-args "--metadata-entries 50000"]
 
 Run as root (bindfs, mounts).  Results go to stdout; ``--json FILE`` also writes them.
 """
@@ -140,12 +141,15 @@ def measure_size(workdir: Path, home: LakeHome, count: int, args, spark) -> dict
         spark_discovery(spark, local / "part=0000")  # the JVM warms up before anything is timed
         spark_times["local disk"] = spark_discovery(spark, local)
     versions = [("", None)] + ([(" (before)", args.before)] if args.before else [])
+    mount_args = tuple(args.mount_args.split())
     for suffix, source in versions:
         procs: list = []
-        with lakefuse_mount(home, workdir / "mnt-lake", f"lakefs://{repo}", procs=procs, source=source) as base:
+        with lakefuse_mount(home, workdir / "mnt-lake", f"lakefs://{repo}", procs=procs, source=source,
+                            args=mount_args) as base:
             commit_fresh = timed(["find", str(base / commit)])
         procs.clear()
-        with lakefuse_mount(home, workdir / "mnt-lake", f"lakefs://{repo}", procs=procs, source=source) as base:
+        with lakefuse_mount(home, workdir / "mnt-lake", f"lakefs://{repo}", procs=procs, source=source,
+                            args=mount_args) as base:
             pid = procs[0].pid
             results["lakefuse branch" + suffix] = walks(base / "main", args.runs, scratch)
             rss["branch" + suffix] = rss_mb(pid)
@@ -214,6 +218,9 @@ def main() -> None:
                         help="also mount with the lakefuse package under DIR (e.g. `git archive` of an "
                              "older commit): the 'before' columns, in the same run")
     parser.add_argument("--spark", action="store_true", help="also time Spark's partition discovery")
+    parser.add_argument("--mount-args", default="",
+                        help="options of every lakefuse mount, e.g. \"--metadata-entries 50000 --cache-ram-bytes "
+                             "256MiB\" (the RSS a smaller bound of the caches leaves)")
     parser.add_argument("--workdir", default=None)
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
     parser.add_argument("--json", default=None, help="also write the results to this file")

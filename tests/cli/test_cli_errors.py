@@ -125,6 +125,8 @@ CASES = [
     (USAGE, ["mount", "{directory}", "--change-poll", "soon"], "not a number of seconds"),
     (USAGE, ["mount", "{directory}", "--spin-us", "1.5"], "not a whole number of microseconds"),
     (USAGE, ["mount", "{directory}", "--spin-us", "200000"], "between 0 and 100000"),
+    (USAGE, ["mount", "{directory}", "--metadata-entries", "0"], "between 1 and 1000000000"),
+    (USAGE, ["mount", "{directory}", "--metadata-entries", "many"], "not a whole number of entries"),
     (USAGE, ["no-such-command"], "invalid choice"),
     (USAGE, ["branch"], "required"),
     (USAGE, ["--config", "/nonexistent/config.yaml", "repo", "list"], "does not exist"),

@@ -7,7 +7,7 @@ from lakefuse.fs.memory import MemoryBackend
 from lakefuse.fs.tree import PathStat, Tree
 
 
-def make_tree(ttl):
+def make_tree(ttl, **options):
     backend = MemoryBackend()
     backend.create_repository("sales")
     for i in range(30):
@@ -15,7 +15,7 @@ def make_tree(ttl):
     backend.put_object("sales", "main", "other/g", b"y")
     backend.commit("sales", "main", "c")
     ref = backend.resolve_ref("sales", "main")
-    return backend, Tree(backend, "sales", ref, writable=True, ttl=ttl)
+    return backend, Tree(backend, "sales", ref, writable=True, ttl=ttl, **options)
 
 
 def names(page):
@@ -73,12 +73,8 @@ def test_pages_of_a_branch_expire_with_its_timeout(monkeypatch):
     assert "later" in names(tree.list_dir("d", "", 100))
 
 
-def test_kept_pages_are_bounded_by_entries_not_directories(monkeypatch):
-    import lakefuse.fs.tree as tree_module
-
-    monkeypatch.setattr(tree_module, "LISTED_ENTRIES_KEPT", 25)
-    backend, tree = make_tree(ttl=None)
-    tree._pages = tree_module.cachetools.LRUCache(maxsize=25, getsizeof=tree_module._entries_in)
+def test_kept_pages_are_bounded_by_entries_not_directories():
+    backend, tree = make_tree(ttl=None, metadata_entries=25)
     tree.list_dir("d", "", 20)  # 20 entries: kept
     calls = backend.calls["list_entries"]
     tree.list_dir("d", "", 20)
