@@ -13,7 +13,7 @@ import time
 import pytest
 
 from lakefuse.fuse.operations import OPENDIR_TAKES_FILE_INFO
-from lakemount import MountedLake
+from lakemount import MountedLake, mounted
 
 POLL_DEADLINE = 5.0  # seconds: the mount polls every 0.5 s
 
@@ -113,3 +113,28 @@ def test_a_branch_listing_shows_another_writers_change_within_the_poll_interval(
     while "from-elsewhere.txt" in os.listdir(directory):
         assert time.monotonic() - started < POLL_DEADLINE, "another writer's deletion never listed"
         time.sleep(0.05)
+
+
+def test_files_a_walk_listed_beyond_what_the_mount_keeps_read_and_change_right(lake_home, tmp_path):
+    """With ``--metadata-entries 20``, a walk of 120 files leaves most of their inodes without
+    their metadata, and the tree's caches without it too: each open and chmod of such an
+    inode (the kernel keeps the inodes and their attributes) reads it back."""
+    catalog = lake_home.catalog
+    catalog.create_branch("sales", "walked", "main")
+    for i in range(120):
+        catalog.upload_bytes("sales", "walked", f"w/f{i:03d}.txt", f"file {i}\n".encode() * (i + 1))
+    commit = catalog.commit("sales", "walked", "walked files", "tests").id
+    with mounted(lake_home, tmp_path / "m", args=("--metadata-entries", "20")) as mount:
+        for ref in ("walked", commit):
+            directory = mount / f"sales/{ref}/w"
+            listed_sizes = {entry.name: entry.stat().st_size for entry in os.scandir(directory)}
+            assert len(listed_sizes) == 120 and listed_sizes["f007.txt"] == len(b"file 7\n") * 8
+            for i in range(120):
+                path = directory / f"f{i:03d}.txt"
+                assert path.read_bytes() == f"file {i}\n".encode() * (i + 1)
+                assert os.stat(path).st_size == listed_sizes[path.name]
+        branch_file = mount / "sales/walked/w/f010.txt"
+        mtime = os.stat(branch_file).st_mtime_ns
+        os.chmod(branch_file, 0o600)
+        after = os.stat(branch_file)
+        assert after.st_mode & 0o777 == 0o600 and after.st_mtime_ns == mtime
