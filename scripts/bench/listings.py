@@ -187,7 +187,7 @@ def print_size(result: dict) -> None:
         print(f"  pyfuse3 floor (one reply per entry, no other work), find fresh: {floor:.2f} s "
               f"({floor / seconds['local disk']['find fresh']:.1f}x the local disk)")
     for label, value in result["rss_mb"].items():
-        print(f"  daemon RSS after walking the {label}: {value:.0f} MB")
+        print(f"  daemon RSS after walking the {label}: {value:.0f} MiB")
     for label, figures in result["spark"].items():
         print(f"  spark discovery, {label}: {figures['seconds']:.1f} s ({figures['files']:,} files)")
 
