@@ -241,7 +241,6 @@ class Namespace:
             tree.remember(new_path, stat)
             if node is not None:
                 self._table.rekey(node, path_key(tree.key, new_path))
-                node.path = new_path
                 node.stat = stat
             else:
                 self._inodes.detach_path(tree, new_path)
@@ -291,7 +290,6 @@ class Namespace:
             tree.remember(old_path, None, pending=True)
             tree.remember(new_path, stat, pending=True)
             self._table.rekey(node, path_key(tree.key, new_path))
-            node.path = new_path
             node.stat = stat
             # listings of the backend lack the new name until the batch is written: the node
             # stands for it meanwhile, as for a file closed and not staged yet
@@ -353,7 +351,6 @@ class Namespace:
                 if node.path == old_path or node.path.startswith(old_prefix):
                     path = new_path + node.path[len(old_path):]
                     self._table.rekey(node, path_key(tree.key, path))
-                    node.path = path
                     node.expires = 0.0
             self._unstaged.moved_under(tree, old_prefix)
 

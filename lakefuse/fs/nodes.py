@@ -146,23 +146,24 @@ class InodeTable:
         self._paths: dict[Hashable, dict[str, Node]] = {}  # tree key -> path -> node
         self._next_ino = ROOT_INODE + 1
 
+    def _tree_paths(self, tree_key: Hashable) -> dict[str, Node]:
+        paths = self._paths.get(tree_key)
+        if paths is None:
+            paths = self._paths[tree_key] = {}
+        return paths
+
     def _slot(self, key: NodeKey) -> tuple[dict, Hashable]:
         """The dictionary of the index that holds ``key``, and the key within it."""
         if key[0] == _PATH:
-            paths = self._paths.get(key[1])
-            if paths is None:
-                paths = self._paths[key[1]] = {}
-            return paths, key[2]
+            return self._tree_paths(key[1]), key[2]
         return self._index, key
 
     def _node_slot(self, node: Node) -> tuple[dict, Hashable]:
+        """``_slot`` of the key ``node`` stands for."""
         key = node._key
         if key is not None:
             return self._index, key
-        paths = self._paths.get(node.tree.key)
-        if paths is None:
-            paths = self._paths[node.tree.key] = {}
-        return paths, node.path
+        return self._tree_paths(node.tree.key), node.path
 
     def set_root(self, node: Node) -> None:
         with self.lock:
