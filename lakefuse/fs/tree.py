@@ -5,9 +5,8 @@ zero-size marker object ``a/b/`` that ``mkdir`` creates so an empty directory pe
 names a listing may show, and the metadata cache of the ref: ``stat`` results and the stats
 that listings bring along, and the listing pages themselves (a second ``ls -l`` of a big
 directory is answered from memory; each at most ``metadata_entries`` paths per ref, a mount
-option), kept ``ttl``
-seconds on a branch and until evicted on a tag or commit (immutable).  A change made through
-this tree (``remember``/``forget``) drops the pages of the directory it is in.
+option), kept ``ttl`` seconds on a branch and until evicted on a tag or commit (immutable).  A
+change made through this tree (``remember``/``forget``) drops the pages of the directory it is in.
 
 The kernel keeps listings too (``lakefuse.fs.readdir``: FUSE's readdir cache): on a tag or commit
 for good, on a branch while the tree vouches for them.  ``listing_for_kernel`` and
@@ -181,15 +180,13 @@ class Tree:
         self.writable = writable
         self.ttl = ttl  # None: immutable, cached until evicted
         self.key = tree_key(repo, ref)
-        self._metadata_entries = metadata_entries
         self._cache = LRUDict(metadata_entries)  # path -> (PathStat or None, expires)
         #: directory path -> {(after, limit): (list_dir result, expires)}
         self._pages: cachetools.LRUCache = cachetools.LRUCache(maxsize=metadata_entries, getsizeof=_entries_in)
         self._changes = 0  # counts remember/forget: a page listed across one is not kept
         self._lock = threading.Lock()
         #: directory path -> _Children: directories whose every child is known
-        self._complete: cachetools.LRUCache = cachetools.LRUCache(maxsize=metadata_entries,
-                                                                      getsizeof=_children_size)
+        self._complete: cachetools.LRUCache = cachetools.LRUCache(maxsize=metadata_entries, getsizeof=_children_size)
         self._listings: dict[str, _Listing] = {}  # directory path -> its listing from the start, under way
         #: directory path -> until when the kernel may keep the listing it was served whole (a
         #: branch's: see ``kernel_keeps``), and the listings being served to it (path -> token)
@@ -563,7 +560,7 @@ class Tree:
             if keep:
                 pages = dict(self._pages.get(path) or {})
                 pages[(after, limit)] = (result, expires)
-                if _entries_in(pages) <= self._metadata_entries:
+                if _entries_in(pages) <= self._pages.maxsize:
                     self._pages[path] = pages  # re-inserted: the cache counts its entries again
         return result
 
