@@ -17,6 +17,7 @@ Example ``config.yaml``::
       dir: /var/cache/lakefuse
       disk_bytes: 10GiB
       ram_bytes: 1GiB
+      scan_bytes: 1GiB      # of ram_bytes, what walks may keep (default: all of it)
     committed:
       range_min_bytes: 256KiB
       range_max_bytes: 4MiB
@@ -26,6 +27,7 @@ Example ``config.yaml``::
 
 Environment variables: ``LAKEFUSE_HOME``, ``LAKEFUSE_CONFIG``, ``LAKEFUSE_DATABASE_URL``,
 ``LAKEFUSE_CACHE_DIR``, ``LAKEFUSE_CACHE_DISK_BYTES``, ``LAKEFUSE_CACHE_RAM_BYTES``,
+``LAKEFUSE_CACHE_SCAN_BYTES``,
 ``LAKEFUSE_S3_ENDPOINT_URL``, ``LAKEFUSE_S3_REGION``, ``LAKEFUSE_USER``; S3 credentials also
 come from the standard AWS chain (``AWS_ACCESS_KEY_ID``, profiles, instance roles).
 
@@ -81,6 +83,9 @@ class CacheConfig:
     dir: Path
     disk_bytes: int = 10 * 1024**3
     ram_bytes: int = 1024**3
+    #: how much of ``ram_bytes`` the ranges walks read may keep (None: all of it; see
+    #: ``lakefuse.cache.ram.RamCache``)
+    scan_bytes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -106,6 +111,17 @@ class Config:
     def storage_root(self) -> Path:
         """Where default local storage namespaces of new repositories are created."""
         return self.home / "storage"
+
+
+def _optional_size(value, what: str) -> int | None:
+    return None if value is None else parse_size(value, what)
+
+
+def check_cache(cache: CacheConfig) -> None:
+    """ConfigError unless ``cache.scan_bytes`` (when set) is at most ``cache.ram_bytes``."""
+    if cache.scan_bytes is not None and cache.scan_bytes > cache.ram_bytes:
+        raise ConfigError(f"config: cache.scan_bytes ({cache.scan_bytes}) must not exceed cache.ram_bytes "
+                          f"({cache.ram_bytes}): it is the part of the RAM cache walks may keep")
 
 
 def default_home() -> Path:
@@ -165,7 +181,9 @@ def load_config(path: str | os.PathLike | None = None, environ=None) -> Config:
         dir=Path(env.get("LAKEFUSE_CACHE_DIR") or cache.get("dir") or home / "cache").expanduser(),
         disk_bytes=parse_size(env.get("LAKEFUSE_CACHE_DISK_BYTES") or cache.get("disk_bytes", "10GiB"), "cache.disk_bytes"),
         ram_bytes=parse_size(env.get("LAKEFUSE_CACHE_RAM_BYTES") or cache.get("ram_bytes", "1GiB"), "cache.ram_bytes"),
+        scan_bytes=_optional_size(env.get("LAKEFUSE_CACHE_SCAN_BYTES") or cache.get("scan_bytes"), "cache.scan_bytes"),
     )
+    check_cache(cache_cfg)
 
     committed = _section(data, "committed")
     defaults = CommittedConfig()

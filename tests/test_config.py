@@ -80,3 +80,14 @@ def test_parse_size(value, expected):
 def test_parse_size_rejects(value):
     with pytest.raises(ConfigError):
         parse_size(value)
+
+
+def test_the_share_of_the_ram_cache_walks_may_keep(lakefuse_home, monkeypatch):
+    assert load_config().cache.scan_bytes is None  # all of it
+    (lakefuse_home / "config.yaml").write_text("cache:\n  ram_bytes: 1GiB\n  scan_bytes: 128MiB\n")
+    assert load_config().cache.scan_bytes == 128 * 1024**2
+    monkeypatch.setenv("LAKEFUSE_CACHE_SCAN_BYTES", "64MiB")
+    assert load_config().cache.scan_bytes == 64 * 1024**2
+    monkeypatch.setenv("LAKEFUSE_CACHE_SCAN_BYTES", "2GiB")
+    with pytest.raises(ConfigError, match="cache.scan_bytes .* must not exceed cache.ram_bytes"):
+        load_config()

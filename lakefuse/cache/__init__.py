@@ -7,8 +7,9 @@ Owns nothing itself; re-exports the public API of ``disk``, ``layout``, ``ram`` 
   ``open(name, fetch) -> file``, ``put_file``, ``contains``, ``invalidate``, ``stats``,
   ``clear``, ``flush_stats``, ``repair``, ``close``.
 - ``read_disk_cache_stats(directory) -> dict``: persisted counters, no running process needed.
-- ``RamCache(max_bytes, name="ram")``: ``get_or_load(key, loader)``, ``get``, ``put``,
-  ``contains``, ``invalidate``, ``clear``, ``stats``.
+- ``RamCache(max_bytes, name="ram", scan_bytes=None)``: ``get_or_load(key, loader, scan=False)``,
+  ``get``, ``put``, ``contains``, ``invalidate``, ``clear``, ``stats``; what scans load stays in a
+  probation segment of ``scan_bytes`` (1/8 of ``max_bytes`` by default).
 - ``CacheStats``: hits, misses, evictions, corrupted, bytes, entries.
 """
 

@@ -61,6 +61,9 @@ def add_mount_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cache-dir", help="cache directory (default: cache.dir of the configuration)")
     parser.add_argument("--cache-disk-bytes", help="bound of each disk cache, e.g. 10GiB")
     parser.add_argument("--cache-ram-bytes", help="bound of the RAM cache, e.g. 1GiB")
+    parser.add_argument("--cache-scan-bytes",
+                        help="how much of the RAM cache the ranges walks read may keep, e.g. 128MiB (default: "
+                             "all of it; what point reads keep goes last either way)")
     parser.add_argument("--metadata-entries", type=_entries, default=METADATA_ENTRIES, metavar="N",
                         help=f"paths whose metadata each ref keeps in memory, and entries of the listing "
                              f"pages it keeps (default {METADATA_ENTRIES:,}; about 0.8 KB each: see the "
@@ -205,7 +208,7 @@ def _plan(args) -> _Plan:
 
 
 def _config(args):
-    from lakefuse.config import load_config, parse_size
+    from lakefuse.config import check_cache, load_config, parse_size
 
     config = load_config()
     cache = config.cache
@@ -215,6 +218,9 @@ def _config(args):
         cache = dataclasses.replace(cache, disk_bytes=parse_size(args.cache_disk_bytes, "--cache-disk-bytes"))
     if args.cache_ram_bytes:
         cache = dataclasses.replace(cache, ram_bytes=parse_size(args.cache_ram_bytes, "--cache-ram-bytes"))
+    if args.cache_scan_bytes:
+        cache = dataclasses.replace(cache, scan_bytes=parse_size(args.cache_scan_bytes, "--cache-scan-bytes"))
+    check_cache(cache)
     return dataclasses.replace(config, cache=cache)
 
 

@@ -127,6 +127,8 @@ CASES = [
     (USAGE, ["mount", "{directory}", "--spin-us", "200000"], "between 0 and 100000"),
     (USAGE, ["mount", "{directory}", "--metadata-entries", "0"], "between 1 and 1000000000"),
     (USAGE, ["mount", "{directory}", "--metadata-entries", "many"], "not a whole number of entries"),
+    (USAGE, ["mount", "{directory}", "--cache-ram-bytes", "64MiB", "--cache-scan-bytes", "128MiB"], "must not exceed"),
+    (USAGE, ["mount", "{directory}", "--cache-scan-bytes", "lots"], "cannot parse size"),
     (USAGE, ["no-such-command"], "invalid choice"),
     (USAGE, ["branch"], "required"),
     (USAGE, ["--config", "/nonexistent/config.yaml", "repo", "list"], "does not exist"),

@@ -2,7 +2,10 @@
 
 Owns reading, comparing and rewriting committed content.  Reads go RAM cache -> disk cache ->
 block adapter: a metarange is decoded once into sorted lists, a range into a dict plus a sorted
-key list (``loaded``), so a warm point lookup is one ``bisect`` and one dict probe.
+key list (``loaded``), so a warm point lookup is one ``bisect`` and one dict probe.  Ranges that
+scans read (iterations, listings, diffs, ``apply``) go to the RAM cache's probation segment, so a
+walk cannot flush the ranges point reads (``get``) keep in its main segment; metaranges always
+go to main.
 
 Building blocks for the merge engine (everything is in key order, lazily evaluated):
 
@@ -49,7 +52,8 @@ def prefix_successor(prefix: bytes) -> bytes | None:
 
 
 class _PrivateRamCache:
-    """Stand-in when no RamCache is given: keeps only the last few decoded files."""
+    """Stand-in when no RamCache is given: keeps only the last few decoded files (``scan`` is
+    accepted and ignored)."""
 
     def __init__(self, max_items: int = 8):
         self._items: dict = {}
@@ -65,7 +69,7 @@ class _PrivateRamCache:
                 self._items.pop(next(iter(self._items)))
             self._items[key] = value
 
-    def get_or_load(self, key, loader):
+    def get_or_load(self, key, loader, scan: bool = False):
         value = self._items.get(key)
         if value is not None:
             return value
@@ -113,7 +117,9 @@ class CommittedManager:
     # a file the cache still holds through a weak reference, without the cache's lock; every
     # TOUCH_EVERY-th such hit also refreshes the entry's recency in the cache (and puts it
     # back if the cache dropped it while someone still held it), so LRU order stays roughly
-    # right at a negligible cost per lookup.
+    # right at a negligible cost per lookup.  ``scan`` says who reads a range: a scan loads
+    # and touches it in the cache's probation segment (a range a scan reached stays there), a
+    # point read promotes it to the main segment.
 
     def _metarange(self, metarange_id: MetaRangeID) -> LoadedMetaRange:
         ref = self._metarange_refs.get(metarange_id)
@@ -122,7 +128,7 @@ class CommittedManager:
             if meta is not None:
                 self._hits += 1
                 if not self._hits % TOUCH_EVERY:
-                    self._touch("metarange:" + metarange_id, meta)
+                    self._touch("metarange:" + metarange_id, meta, scan=False)
                 return meta
         if metarange_id == EMPTY_FILE_ID:
             return _EMPTY_METARANGE
@@ -142,16 +148,18 @@ class CommittedManager:
         loaded = LoadedMetaRange(metarange_id, items, verify=self._verify_metaranges)
         return loaded, loaded.size
 
-    def _range(self, meta: LoadedMetaRange, index: int) -> LoadedRange:
+    def _range(self, meta: LoadedMetaRange, index: int, scan: bool) -> LoadedRange:
         ref = meta.range_refs[index]
         if ref is not None:
             loaded = ref()
             if loaded is not None:
                 self._hits += 1
                 if not self._hits % TOUCH_EVERY:
-                    self._touch(meta.cache_keys[index], loaded)
+                    self._touch(meta.cache_keys[index], loaded, scan)
                 return loaded
-        loaded = self._ram.get_or_load(meta.cache_keys[index], lambda: self._load_range(meta.infos[index]))
+        loaded = self._ram.get_or_load(
+            meta.cache_keys[index], lambda: self._load_range(meta.infos[index]), scan=scan
+        )
         meta.range_refs[index] = weakref.ref(loaded)
         return loaded
 
@@ -162,9 +170,10 @@ class CommittedManager:
         loaded.check(info)
         return loaded, loaded.size
 
-    def _touch(self, cache_key: str, value) -> None:
-        if self._ram.get(cache_key) is None:
-            self._ram.put(cache_key, value, value.size)
+    def _touch(self, cache_key: str, value, scan: bool) -> None:
+        """Refresh ``value``'s recency in the cache, putting it back if it was dropped: into
+        probation for a scan (which never promotes), into main for a point read."""
+        self._ram.get_or_load(cache_key, lambda: (value, value.size), scan=scan)
 
     # -- writing -------------------------------------------------------------------------
 
@@ -222,7 +231,7 @@ class CommittedManager:
             if (pending is None or pending[0] > info.max_key) and writer.at_boundary:
                 writer.add_range(info)
                 continue
-            loaded = self._range(meta, index)
+            loaded = self._range(meta, index, scan=True)
             values = loaded.values
             for key in loaded.keys:
                 while pending is not None and pending[0] < key:
@@ -262,12 +271,12 @@ class CommittedManager:
         if loaded is None:
             if key < meta.min_keys[index]:
                 return None  # in the gap before the range: no need to load it
-            loaded = self._range(meta, index)
+            loaded = self._range(meta, index, scan=False)
         else:
             self._hits += 1
             if not self._hits % TOUCH_EVERY:
-                self._touch(meta.cache_keys[index], loaded)
-                self._touch("metarange:" + metarange, meta)
+                self._touch(meta.cache_keys[index], loaded, scan=False)
+                self._touch("metarange:" + metarange, meta, scan=False)
         value = loaded.values.get(key)
         if value is None or type(value) is ValueRecord:
             return value
@@ -282,7 +291,7 @@ class CommittedManager:
         index = meta.range_index(from_key)
         position = None
         while index < len(meta.infos):
-            loaded = self._range(meta, index)
+            loaded = self._range(meta, index, scan=True)
             position = loaded.index_of(from_key) if position is None else 0
             record_at = loaded.record_at
             for i in range(position, len(loaded.keys)):
@@ -319,7 +328,7 @@ class CommittedManager:
         count = len(infos)
         index = meta.range_index(start)
         while index < count:
-            loaded = self._range(meta, index)
+            loaded = self._range(meta, index, scan=True)
             keys = loaded.keys
             position = loaded.index_of(start)
             while position < len(keys):
@@ -392,7 +401,7 @@ class _Side:
         return self.loaded.keys[self.position]
 
     def open(self) -> None:
-        self.loaded = self.manager._range(self.meta, self.index)
+        self.loaded = self.manager._range(self.meta, self.index, scan=True)
         self.position = 0
 
     def skip_range(self) -> None:
