@@ -8,8 +8,8 @@ Owns nothing itself; re-exports the public API of ``disk``, ``layout``, ``ram`` 
   ``clear``, ``flush_stats``, ``repair``, ``close``.
 - ``read_disk_cache_stats(directory) -> dict``: persisted counters, no running process needed.
 - ``RamCache(max_bytes, name="ram", scan_bytes=None)``: ``get_or_load(key, loader, scan=False)``,
-  ``get``, ``put``, ``contains``, ``invalidate``, ``clear``, ``stats``; what scans load stays in a
-  probation segment of ``scan_bytes`` (1/8 of ``max_bytes`` by default).
+  ``get``, ``put``, ``contains``, ``invalidate``, ``clear``, ``stats``; what scans load goes first
+  when the cache is full, and keeps at most ``scan_bytes`` (default: all of ``max_bytes``).
 - ``CacheStats``: hits, misses, evictions, corrupted, bytes, entries.
 """
 
