@@ -17,6 +17,7 @@ import cachetools
 from lakefuse.cache.stats import CacheStats
 from lakefuse.errors import InvalidArgument
 
+
 class _CountingLRU(cachetools.LRUCache):
     """LRUCache of ``(value, size)`` pairs that counts what it evicts to make room."""
 
@@ -60,11 +61,11 @@ class RamCache:
     directory after listing their parent, reads its ranges twice).
 
     Sizes are what callers declare (``put``'s ``size``, the loader's second result).  A value
-    larger than its segment's bound is returned but not kept.  Counters are in-process only and cover both segments:
-    ``hits``/``misses`` count ``get_or_load`` and ``get`` lookups (``misses`` of
-    ``get_or_load`` equals the number of loader calls; a thread that waited for another
-    thread's load counts a hit), ``evictions`` the entries dropped to make room (a promotion
-    is not one), ``bytes``/``entries`` what both segments hold.
+    larger than its segment's bound is returned but not kept.  Counters are in-process only
+    and cover both segments: ``hits``/``misses`` count ``get_or_load`` and ``get`` lookups
+    (``misses`` of ``get_or_load`` equals the number of loader calls; a thread that waited for
+    another thread's load counts a hit), ``evictions`` the entries dropped to make room (a
+    promotion is not one), ``bytes``/``entries`` what both segments hold.
     """
 
     def __init__(self, max_bytes: int, name: str = "ram", scan_bytes: int | None = None):
