@@ -148,10 +148,15 @@ class NodeAttributes:
             ttl = 0.0
         return Attributes(node.ino, _DIR | DEFAULT_DIR_MODE, 0, state.mount_time_ns, state.uid, state.gid, ttl, ttl)
 
+    def listed_file(self, ino: int, tree, stat: PathStat) -> Attributes:
+        """The attributes of a listed file without a node (``InodeTable.add_listed``)."""
+        return self._file_attributes(ino, True, None, self._state.refs.ttl(tree), stat)
+
     def _file(self, node: Node, ttl: float, stat: PathStat | None = None) -> Attributes:
-        of = node.open_file
-        if stat is None:
-            stat = node.stat
+        return self._file_attributes(node.ino, node.attached, node.open_file, ttl,
+                                     node.stat if stat is None else stat)
+
+    def _file_attributes(self, ino: int, attached: bool, of, ttl: float, stat: PathStat | None) -> Attributes:
         entry = stat.entry if stat is not None else None
         if of is not None and (of.spool is not None or of.dirty or entry is None):
             metadata: Mapping[str, str] = of.metadata
@@ -167,13 +172,13 @@ class NodeAttributes:
             atime = mtime = ctime = self._state.mount_time_ns
         if not metadata:  # every entry written before lakefuse kept POSIX attributes, and most since
             owners = self._owners
-            return Attributes(node.ino, _REG | DEFAULT_FILE_MODE, size, mtime, owners.uid, owners.gid, ttl, ttl,
-                              nlink=1 if node.attached else 0, atime_ns=atime, ctime_ns=ctime)
+            return Attributes(ino, _REG | DEFAULT_FILE_MODE, size, mtime, owners.uid, owners.gid, ttl, ttl,
+                              nlink=1 if attached else 0, atime_ns=atime, ctime_ns=ctime)
         fmt = file_format(metadata)
         uid, gid = self._owners.shown(*owner(metadata))
         perms = 0o777 if fmt == _LNK else permissions(metadata, DEFAULT_FILE_MODE)  # a link's mode means nothing
-        return Attributes(node.ino, fmt | perms, size, mtime, uid, gid, ttl, ttl,
-                          nlink=1 if node.attached else 0, atime_ns=atime, ctime_ns=ctime,
+        return Attributes(ino, fmt | perms, size, mtime, uid, gid, ttl, ttl,
+                          nlink=1 if attached else 0, atime_ns=atime, ctime_ns=ctime,
                           rdev=rdev(metadata) if fmt in DEVICE_FORMATS else 0)
 
     def _directory(self, node: Node, ttl: float) -> Attributes:

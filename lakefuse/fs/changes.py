@@ -50,6 +50,7 @@ class ChangeFeed:
                 for node in self._state.table.nodes():
                     if node.tree is tree and node.attached and node.path:
                         self._stale(node, out)
+                self._stale_listed(tree, out)
             elif changed:
                 self._invalidate_paths(tree, changed, out)
         return out
@@ -64,6 +65,7 @@ class ChangeFeed:
         for node in self._state.table.nodes():
             if node.tree is tree and node.path:
                 self._stale(node, out)
+        self._stale_listed(tree, out)
         invalidate = self._state.kernel_invalidator
         if out and invalidate is not None:
             invalidate(out)
@@ -83,6 +85,17 @@ class ChangeFeed:
                 self._inodes.refresh(node, blocking=True)
             except (OSError, LakefuseError):
                 self._stale(node, out)
+
+    def _stale_listed(self, tree: Tree, out: Invalidations) -> None:
+        """``_stale`` for the listed files of ``tree`` that have no node (nothing to forget
+        but the kernel's name and attributes of them)."""
+        find = self._inodes.find
+        for ino, path in self._state.table.listed_files(tree.key):
+            parent_path, _, name = path.rpartition("/")
+            parent = find(tree, parent_path)
+            if parent is not None:
+                out.entries.append((parent.ino, name.encode("utf-8")))
+            out.inodes.append(ino)
 
     def _stale(self, node: Node, out: Invalidations) -> None:
         """``node``'s stat is no longer trusted, and neither are the kernel's name and

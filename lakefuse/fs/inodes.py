@@ -62,6 +62,8 @@ class Inodes:
         self._table = state.table
         self._refs = state.refs
         self._attrs = attributes.get
+        self._listed_attrs = attributes.listed
+        self._listed_file_attrs = attributes.listed_file
         self._unstaged_files = state.unstaged.by_path  # read on the path of every lookup
 
     def set_root(self, repo: str | None, ref: str | None) -> None:
@@ -206,6 +208,22 @@ class Inodes:
             # found in, or put into, the table under its lock
             node.lookups += lookups
             return node
+
+    def listed_entry(self, tree: Tree, path: str, stat: PathStat, expires: float) -> Attributes:
+        """The attributes of ``path`` in ``tree`` for an entry of a listing that says ``stat``,
+        its lookup count up by one.  A regular file the table holds no node for gets none
+        (``InodeTable.add_listed``): what a walk of a million files leaves behind is mostly
+        these.  Under the table's lock (the listing's batch holds it)."""
+        table = self._table
+        found = table.peek_path(tree.key, path)
+        plain_file = not stat.is_dir and stat.entry is not None and _file_type(stat) is None
+        if found is None and plain_file:
+            return self._listed_file_attrs(table.add_listed(tree, path), tree, stat)
+        if found.__class__ is int and plain_file:
+            table.add_listed_lookup(found)
+            return self._listed_file_attrs(found, tree, stat)
+        node = self.tree_node(tree, path, stat, expires, lookups=1, listed=True)
+        return self._listed_attrs(node, stat)
 
     def find(self, tree: Tree, path: str) -> Node | None:
         """The node the kernel knows for ``path`` in ``tree``, if any."""

@@ -345,6 +345,7 @@ class Namespace:
         with self._table.lock:
             if new_stat is not None:
                 self._inodes.detach_path(tree, new_path)
+            self._table.materialize_under(tree.key, old_path)
             for node in self._table.nodes():
                 if node.tree is not tree or not node.attached:
                     continue

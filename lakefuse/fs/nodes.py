@@ -11,6 +11,14 @@ module (``path_key`` and its siblings): a tuple is the cheapest hashable record 
 costs several times more).  A node of a ref's tree (a file or directory: there may be
 millions, one per entry a walk listed) keeps no key of its own: the index finds it by its
 tree's key and its path (``InodeTable.find_path``), in one dictionary per tree.
+
+A regular file a listing reported (``find``, ``ls``, a Spark listing: the kernel holds an inode
+for each entry of a READDIRPLUS reply) gets no ``Node`` at first, only an inode number and its
+path (``InodeTable.add_listed``): about 160 bytes instead of about 290.  Listed files take their
+inode numbers in blocks of ``INO_BLOCK`` per tree, so the number alone tells the tree.  The
+first request that needs more than the listing's reply (a ``getattr``, ``lookup``, ``open``,
+a rename of its directory) makes its node (``get``, ``find_path``): callers only ever see nodes.
+A listed file is attached (``Node.attached``) while the index still maps its path to its number.
 """
 
 from __future__ import annotations
@@ -20,9 +28,11 @@ import errno
 import threading
 from typing import Hashable
 
-from lakefuse.fs.tree import CONTROL_DIR_NAME
+from lakefuse.fs.tree import CONTROL_DIR_NAME, Tree
 
 ROOT_INODE = 1
+#: inode numbers listed files take per tree at a time (see the module docstring)
+INO_BLOCK = 1 << 12
 
 #: the files of a branch's control directory (``lakefuse.fs.control``), in listing order
 CONTROL_FILES = ("branch", "commit", "head", "merge", "reset", "status", "tag")
@@ -143,10 +153,17 @@ class InodeTable:
         self.lock = threading.RLock()
         self._nodes: dict[int, Node] = {}
         self._index: dict[NodeKey, Node] = {}  # nodes other than a tree's
-        self._paths: dict[Hashable, dict[str, Node]] = {}  # tree key -> path -> node
+        #: tree key -> path -> its node, or the inode number of a listed file without one
+        self._paths: dict[Hashable, dict[str, Node | int]] = {}
         self._next_ino = ROOT_INODE + 1
+        # listed files without a node (see the module docstring): inode number -> path, the
+        # lookup counts that are not 1, and the tree of each block of inode numbers
+        self._listed: dict[int, str] = {}
+        self._listed_lookups: dict[int, int] = {}
+        self._block_trees: dict[int, Tree] = {}
+        self._tree_blocks: dict[int, list[int]] = {}  # id(tree) -> [next inode number, end of its block]
 
-    def _tree_paths(self, tree_key: Hashable) -> dict[str, Node]:
+    def _tree_paths(self, tree_key: Hashable) -> dict[str, Node | int]:
         paths = self._paths.get(tree_key)
         if paths is None:
             paths = self._paths[tree_key] = {}
@@ -174,18 +191,109 @@ class InodeTable:
     def get(self, ino: int) -> Node:
         node = self._nodes.get(ino)
         if node is None:
-            raise OSError(errno.ESTALE, f"unknown inode {ino}")
+            with self.lock:
+                node = self._nodes.get(ino)
+                if node is None:
+                    path = self._listed.get(ino)
+                    if path is None:
+                        raise OSError(errno.ESTALE, f"unknown inode {ino}")
+                    node = self._node_of_listed(ino, path)
         return node
 
     def find_path(self, tree_key: Hashable, path: str) -> Node | None:
-        """The node of ``path_key(tree_key, path)``, if any (one call: per lookup and listed
-        entry)."""
+        """The node of ``path_key(tree_key, path)``, if any (one call: per lookup)."""
+        paths = self._paths.get(tree_key)
+        if paths is None:
+            return None
+        node = paths.get(path)
+        if node.__class__ is int:
+            with self.lock:
+                node = paths.get(path)
+                if node.__class__ is int:
+                    node = self._node_of_listed(node, self._listed[node])
+        return node
+
+    def nodes(self) -> list[Node]:
+        """Every node (not the listed files without one: ``listed_files``)."""
+        with self.lock:
+            return list(self._nodes.values())
+
+    # ------------------------------------------------------------------ listed files
+
+    def peek_path(self, tree_key: Hashable, path: str) -> Node | int | None:
+        """What the index holds for ``path`` in the tree ``tree_key``: its node, the inode
+        number of a listed file without one, or None.  Under ``lock``."""
         paths = self._paths.get(tree_key)
         return paths.get(path) if paths is not None else None
 
-    def nodes(self) -> list[Node]:
+    def add_listed(self, tree: Tree, path: str) -> int:
+        """A new inode number for the regular file ``path`` of ``tree`` that a listing reports,
+        with a lookup count of 1 and no node.  Under ``lock``."""
+        cursor = self._tree_blocks.get(id(tree))
+        if cursor is None or cursor[0] == cursor[1]:
+            start = -(-self._next_ino // INO_BLOCK) * INO_BLOCK
+            self._next_ino = start + INO_BLOCK
+            self._block_trees[start // INO_BLOCK] = tree  # keeps the tree (and so its id) alive
+            cursor = self._tree_blocks[id(tree)] = [start, start + INO_BLOCK]
+        ino = cursor[0]
+        cursor[0] = ino + 1
+        self._listed[ino] = path
+        self._tree_paths(tree.key)[path] = ino
+        return ino
+
+    def add_listed_lookup(self, ino: int) -> None:
+        """A listing reported the listed file ``ino`` again.  Under ``lock``."""
+        self._listed_lookups[ino] = self._listed_lookups.get(ino, 1) + 1
+
+    def listed_files(self, tree_key: Hashable) -> list[tuple[int, str]]:
+        """``(inode number, path)`` of the listed files of a tree that have no node."""
         with self.lock:
-            return list(self._nodes.values())
+            paths = self._paths.get(tree_key)
+            if not paths:
+                return []
+            return [(ino, path) for path, ino in paths.items() if ino.__class__ is int]
+
+    def materialize_under(self, tree_key: Hashable, path: str) -> None:
+        """Make the nodes of the listed files at or below ``path`` in a tree ('': all of them)."""
+        prefix = f"{path}/" if path else ""
+        for ino, listed_path in self.listed_files(tree_key):
+            if listed_path.startswith(prefix) or listed_path == path:
+                self.get(ino)
+
+    def detach_listed(self, tree_key: Hashable) -> None:
+        """The listed files of a tree no longer stand for their paths (see ``detach``)."""
+        with self.lock:
+            paths = self._paths.get(tree_key)
+            if paths:
+                for path in [path for path, ino in paths.items() if ino.__class__ is int]:
+                    del paths[path]
+
+    def _node_of_listed(self, ino: int, path: str) -> Node:
+        """The node a listed file gets once a request needs it.  Under ``lock``."""
+        tree = self._block_trees[ino // INO_BLOCK]
+        del self._listed[ino]
+        node = Node(ino, NodeKind.FILE, (_PATH, None, path), tree=tree, path=path)
+        node.lookups = self._listed_lookups.pop(ino, 1)
+        self._nodes[ino] = node
+        paths = self._paths.get(tree.key)
+        if paths is not None and paths.get(path) == ino:
+            paths[path] = node
+        else:
+            node.attached = False
+        return node
+
+    def _forget_listed(self, ino: int, count: int) -> None:
+        path = self._listed.get(ino)
+        if path is None:
+            return
+        left = self._listed_lookups.pop(ino, 1) - count
+        if left > 0:
+            self._listed_lookups[ino] = left
+            return
+        del self._listed[ino]
+        paths = self._paths.get(self._block_trees[ino // INO_BLOCK].key)
+        if paths is not None and paths.get(path) == ino:
+            del paths[path]
 
     def child(self, key: NodeKey, kind: NodeKind, *, tree=None, path: str = "", stat=None,
               expires: float = 0.0, replace: bool = False) -> Node:
@@ -194,6 +302,8 @@ class InodeTable:
         with self.lock:
             index, slot = self._slot(key)
             node = index.get(slot)
+            if node.__class__ is int:
+                node = self._node_of_listed(node, self._listed[node])
             if node is not None and node.kind is kind and not replace:
                 return node
             if node is not None:
@@ -225,6 +335,8 @@ class InodeTable:
             self._unindex(node)
             index, slot = self._slot(new_key)
             replaced = index.get(slot)
+            if replaced.__class__ is int:
+                replaced = self._node_of_listed(replaced, self._listed[replaced])
             if replaced is not None and replaced is not node:
                 replaced.attached = False
                 replaced.attrs_cache = None
@@ -250,7 +362,10 @@ class InodeTable:
     def forget(self, ino: int, count: int) -> None:
         with self.lock:
             node = self._nodes.get(ino)
-            if node is None or ino == ROOT_INODE:
+            if node is None:
+                self._forget_listed(ino, count)
+                return
+            if ino == ROOT_INODE:
                 return
             node.lookups = max(0, node.lookups - count)
             self.drop_if_unused(node)

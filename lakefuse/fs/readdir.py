@@ -42,7 +42,6 @@ class Readdir(HandleOps):
         self._table = state.table
         self._inodes = inodes
         self._attrs = attributes.get
-        self._listed_attrs = attributes.listed
 
     def opendir(self, node: Node) -> int:
         if not node.kind.is_dir:
@@ -160,12 +159,12 @@ class Readdir(HandleOps):
         buffer is full.  The per-entry loop of every listing (``ls``, ``find``, a Spark
         listing): the inode table's lock is held for the batch, and a name the table
         knows already (a second listing) costs a dictionary lookup and its cached attributes
-        if it has any (a listing keeps none: ``NodeAttributes.listed``), and a regular file's
-        new node keeps no stat (``Inodes.tree_node``)."""
+        if it has any (a listing keeps none: ``NodeAttributes.listed``), and a regular file
+        new to the table gets an inode number but no node (``Inodes.listed_entry``)."""
         buffer, names, emitted = h.buffer, h.names, h.emitted
         prefix = dir_prefix(h.node.path)
         expires = tree._expiry()
-        tree_node, attrs_of, table = self._inodes.tree_node, self._listed_attrs, self._table
+        listed_entry, table = self._inodes.listed_entry, self._table
         with table.lock:
             while buffer:
                 name, key, stat = buffer[0]
@@ -175,9 +174,9 @@ class Readdir(HandleOps):
                 # a file's key is its path (one string shared by the node, the page and the
                 # tree's cache); a directory's ends with '/'
                 path = key if key is not None and key[-1] != "/" else prefix + name
-                child = tree_node(tree, path, stat, expires, lookups=1, listed=True)
-                if not add(name.encode("utf-8"), attrs_of(child, stat), len(emitted) + 1):
-                    table.forget(child.ino, 1)  # not reported after all (dropped if nothing else uses it)
+                attrs = listed_entry(tree, path, stat, expires)
+                if not add(name.encode("utf-8"), attrs, len(emitted) + 1):
+                    table.forget(attrs.ino, 1)  # not reported after all (dropped if nothing else uses it)
                     return False
                 buffer.popleft()
                 emitted.append((key, name))

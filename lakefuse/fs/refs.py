@@ -75,6 +75,7 @@ class Refs:
         for node in table.nodes():
             if node.tree is tree:
                 table.detach(node)
+        table.detach_listed(tree.key)
 
     def trees(self) -> list[Tree]:
         with self._state.lock:

@@ -177,3 +177,16 @@ def test_a_stat_that_overlaps_a_poll_is_answered_but_not_kept(backend, tmp_path,
     assert tree.cached("top.csv") is None  # but not kept
     backend.get_entry = real_get
     assert d.stat("sales/main/top.csv").size == len(b"changed meanwhile")
+
+
+def test_a_moved_head_invalidates_the_files_a_listing_reported(watched, d, backend):
+    fh = watched.opendir(d.ino("sales/main/a"))
+    shown = {}
+    watched.readdir(fh, 0, lambda name, attrs, offset: shown.__setitem__(name, attrs.ino) or True)
+    watched.releasedir(fh)
+    assert not watched.poll_changes()
+    backend.put_object("sales", "main", "x", b"x")
+    backend.commit("sales", "main", "elsewhere")
+    stale = watched.poll_changes()
+    assert b"b.txt" in entry_names(stale)
+    assert shown[b"b.txt"] in stale.inodes
