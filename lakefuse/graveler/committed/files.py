@@ -68,6 +68,14 @@ class GravelerFiles:
 
     def read_items(self, file_id: str, what: str = "file") -> tuple[list[tuple[bytes, bytes]], int]:
         """All ``(key, value)`` pairs of a file and the file's size in bytes."""
+        reader, size = self._reader(file_id, what)
+        return reader.items(), size
+
+    def reader(self, file_id: str, what: str = "file"):
+        """The file as an ``SSTableReader``: its blocks are decoded as they are asked for."""
+        return self._reader(file_id, what)[0]
+
+    def _reader(self, file_id: str, what: str):
         from lakefuse.graveler.sstable import SSTableReader
 
         key = storage_key(file_id)
@@ -75,17 +83,8 @@ class GravelerFiles:
             if self.disk_cache is not None:
                 with self.disk_cache.open(file_id, lambda tmp_path: self.block.get_to_file(key, tmp_path)) as f:
                     data = f.read()
-                size = len(data)
-                reader = SSTableReader.from_bytes(data)
             else:
                 data = self.block.get(key)
-                size = len(data)
-                reader = SSTableReader.from_bytes(data)
         except ObjectNotFound:
             raise ObjectNotFound(f"{what} {file_id} not found in {getattr(self.block, 'uri', 'storage')}") from None
-        try:
-            return reader.items(), size
-        finally:
-            close = getattr(reader, "close", None)
-            if close is not None:
-                close()
+        return SSTableReader.from_bytes(data), len(data)

@@ -31,8 +31,8 @@ from typing import Iterable, Iterator, Sequence
 
 from lakefuse.block.base import BlockAdapter
 from lakefuse.config import CommittedConfig
-from lakefuse.errors import InvalidArgument
-from lakefuse.graveler.committed.encoding import EMPTY_FILE_ID, decode_value, validate_key
+from lakefuse.errors import CorruptedData, InvalidArgument
+from lakefuse.graveler.committed.encoding import EMPTY_FILE_ID, decode_value, validate_key, value_to_record
 from lakefuse.graveler.committed.files import GravelerFiles, check_file_id
 from lakefuse.graveler.committed.loaded import LoadedMetaRange, LoadedRange
 from lakefuse.graveler.committed.writer import MetaRangeWriter, write_metarange_file
@@ -308,11 +308,13 @@ class CommittedManager:
         all strictly after ``after`` (a common prefix equal to or containing ``after`` is
         considered listed).  Subtrees are skipped by seeking past them, unread.  ``markers``: a
         common prefix comes with the record of the object named exactly like it (a directory
-        marker, the first key of its subtree) instead of None, when there is one.  What
-        ``RefView.list`` answers for a commit, in one loop over the ranges' keys."""
+        marker, the first key of its subtree) instead of None, when there is one.  A range
+        reached by such a seek is read whole only if it holds an object to list (``_peek``).
+        What ``RefView.list`` answers for a commit, in one loop over the ranges' keys."""
         meta = self._metarange(metarange)
         plen = len(prefix)
         start = prefix
+        jumped = False  # start is just past a subtree skipped (see _peek)
         if after and after >= prefix:
             if not after.startswith(prefix):
                 return
@@ -322,12 +324,29 @@ class CommittedManager:
                 start = prefix_successor(prefix + rest[: cut + len(delimiter)])
                 if start is None:
                     return
+                jumped = True
             else:
                 start = after + b"\x00"
         infos = meta.infos
         count = len(infos)
         index = meta.range_index(start)
+        peeked: dict[str, object] = {}
         while index < count:
+            if jumped and not self._resident(meta, index):
+                key, raw = self._peek(meta, index, start, peeked)
+                if not key.startswith(prefix):
+                    return
+                cut = key.find(delimiter, plen) if delimiter else -1
+                if cut >= 0:
+                    common = key[: cut + len(delimiter)]
+                    yield common, (value_to_record(key, raw) if markers and key == common else None)
+                    start = prefix_successor(common)
+                    if start is None:
+                        return
+                    index = meta.range_index(start)
+                    continue
+                # an object right under prefix: its range is read whole
+            jumped = False
             loaded = self._range(meta, index, scan=True)
             keys = loaded.keys
             position = loaded.index_of(start)
@@ -352,6 +371,31 @@ class CommittedManager:
                 index += 1
                 continue
             index = meta.range_index(start)  # jumped past this range: find where start lives
+            jumped = True
+
+    def _resident(self, meta: LoadedMetaRange, index: int) -> bool:
+        """Whether range ``index`` is decoded in memory."""
+        ref = meta.range_refs[index]
+        return ref is not None and ref() is not None
+
+    def _peek(self, meta: LoadedMetaRange, index: int, key: bytes, readers: dict) -> tuple[bytes, bytes]:
+        """The first ``(key, raw value)`` at or after ``key`` in range ``index`` (which holds
+        one: its max key is not below ``key``), from the one block of its file that holds it.
+
+        A listing that skips a subtree needs one key of the range after it: the first name of
+        the next directory.  The root of a big tree is mostly such jumps, one into nearly every
+        range, and decoding each range whole for it would cost as much as listing every file,
+        and fill the RAM cache with ranges the walk reads again later.  ``readers`` keeps the
+        files opened by one listing (consecutive jumps often land in the same range)."""
+        info = meta.infos[index]
+        reader = readers.get(info.id)
+        if reader is None:
+            check_file_id(info.id, "range")
+            readers.clear()
+            reader = readers[info.id] = self.files.reader(info.id, "range")
+        for item in reader.iter_from(key):
+            return item
+        raise CorruptedData(f"range {info.id}: nothing at or after {key!r}, metarange says it ends at {info.max_key!r}")
 
     def diff(
         self, left: MetaRangeID, right: MetaRangeID

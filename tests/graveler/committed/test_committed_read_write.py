@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from lakefuse.cache import RamCache
 from lakefuse.config import CommittedConfig
 from lakefuse.errors import CorruptedData, InvalidArgument, NotFound
 from lakefuse.graveler.committed import CommittedManager, file_id, prefix_successor, value_record_id
@@ -225,6 +226,27 @@ def test_list_dir_skips_subtrees_unread(block, keys, written):
     # the metarange and one range per date directory at most: not all the ranges under t00/
     ranges_under = [r for r in fresh.ranges(written) if r.min_key.startswith(b"tables/t00/")]
     assert block.calls["get"] - gets <= 1 + 6 < len(ranges_under)
+    fresh.close()
+
+
+def test_list_dir_finds_the_next_directory_without_decoding_its_range(block):
+    """The root of a tree of many directories: each jump past a directory needs one key of
+    the range after it (the next directory's first), read from one block of its file."""
+    keys = sorted([b"d%02d/" % d for d in range(0, 40, 3)]  # some directories have markers
+                  + [b"d%02d/f%03d" % (d, i) for d in range(40) for i in range(60)] + [b"top"])
+    writer = CommittedManager(block, None, None, SMALL_RANGES)
+    metarange = writer.write_metarange(make_record(k) for k in keys)
+    writer.close()
+    ram = RamCache(1 << 30)
+    fresh = CommittedManager(block, None, ram, SMALL_RANGES)
+    listed = list(fresh.list_dir(metarange, b"", markers=True))
+    assert listed == [(b"d%02d/" % d, make_record(b"d%02d/" % d) if d % 3 == 0 else None) for d in range(40)] + [
+        (b"top", make_record(b"top"))]
+    ranges = fresh.ranges(metarange)
+    assert len(ranges) > 40
+    # only the first range and the one holding "top" (an object right under the root)
+    assert ram.stats().entries <= 1 + 2
+    assert listing(fresh, metarange, b"", after=b"d07/") == reference_listing(keys, b"", after=b"d07/")
     fresh.close()
 
 
