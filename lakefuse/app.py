@@ -31,7 +31,7 @@ class App:
         config.home.mkdir(parents=True, exist_ok=True)
         self.database = open_database(config.database_url)
         self.ram_cache = RamCache(config.cache.ram_bytes, name="graveler-ram",
-                                  scan_bytes=config.cache.scan_bytes)
+                                  scan_bytes=config.cache.scan_limit)
         self.file_cache = DiskCache(Path(config.cache.dir) / "graveler", config.cache.disk_bytes, name="graveler")
         self._committed_stores: list = []  # created here, closed by close()
         self.actions = ActionsRunner(self.block_for_repository)

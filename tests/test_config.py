@@ -83,11 +83,20 @@ def test_parse_size_rejects(value):
 
 
 def test_the_share_of_the_ram_cache_walks_may_keep(lakefuse_home, monkeypatch):
-    assert load_config().cache.scan_bytes is None  # all of it
-    (lakefuse_home / "config.yaml").write_text("cache:\n  ram_bytes: 1GiB\n  scan_bytes: 128MiB\n")
-    assert load_config().cache.scan_bytes == 128 * 1024**2
+    assert load_config().cache.scan_limit == 128 * 1024**2  # the default
+    from lakefuse.app import App
+
+    app = App(load_config())
+    try:
+        assert (app.ram_cache.max_bytes, app.ram_cache.scan_bytes) == (1024**3, 128 * 1024**2)
+    finally:
+        app.close()
+    (lakefuse_home / "config.yaml").write_text("cache:\n  ram_bytes: 64MiB\n")
+    assert load_config().cache.scan_limit == 64 * 1024**2  # the default, but no more than all of it
+    (lakefuse_home / "config.yaml").write_text("cache:\n  ram_bytes: 1GiB\n  scan_bytes: 1GiB\n")
+    assert load_config().cache.scan_limit == 1024**3
     monkeypatch.setenv("LAKEFUSE_CACHE_SCAN_BYTES", "64MiB")
-    assert load_config().cache.scan_bytes == 64 * 1024**2
+    assert load_config().cache.scan_limit == 64 * 1024**2
     monkeypatch.setenv("LAKEFUSE_CACHE_SCAN_BYTES", "2GiB")
     with pytest.raises(ConfigError, match="cache.scan_bytes .* must not exceed cache.ram_bytes"):
         load_config()

@@ -62,8 +62,8 @@ def add_mount_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cache-disk-bytes", help="bound of each disk cache, e.g. 10GiB")
     parser.add_argument("--cache-ram-bytes", help="bound of the RAM cache, e.g. 1GiB")
     parser.add_argument("--cache-scan-bytes",
-                        help="how much of the RAM cache the ranges walks read may keep, e.g. 128MiB (default: "
-                             "all of it; what point reads keep goes last either way)")
+                        help="how much of the RAM cache the ranges walks read may keep, e.g. 1GiB (default: 128MiB, "
+                             "or all of it if smaller; what point reads keep goes last either way)")
     parser.add_argument("--metadata-entries", type=_entries, default=METADATA_ENTRIES, metavar="N",
                         help=f"paths whose metadata each ref keeps in memory, and entries of the listing "
                              f"pages it keeps (default {METADATA_ENTRIES:,}; about 0.8 KB each: see the "
