@@ -89,13 +89,8 @@ class ChangeFeed:
     def _stale_listed(self, tree: Tree, out: Invalidations) -> None:
         """``_stale`` for the listed files of ``tree`` that have no node (nothing to forget
         but the kernel's name and attributes of them)."""
-        find = self._inodes.find
         for ino, path in self._state.table.listed_files(tree.key):
-            parent_path, _, name = path.rpartition("/")
-            parent = find(tree, parent_path)
-            if parent is not None:
-                out.entries.append((parent.ino, name.encode("utf-8")))
-            out.inodes.append(ino)
+            self._invalidate_in_kernel(tree, path, ino, out)
 
     def _stale(self, node: Node, out: Invalidations) -> None:
         """``node``'s stat is no longer trusted, and neither are the kernel's name and
@@ -106,11 +101,15 @@ class ChangeFeed:
         if of is not None and (of.dirty or of.spool is not None):
             return  # being written through this mount: its version wins (as in Inodes.refresh)
         node.expires = 0.0
-        if node.lookups <= 0:
-            return
-        parent_path, _, name = node.path.rpartition("/")
-        parent = self._inodes.find(node.tree, parent_path)
+        if node.lookups > 0:
+            self._invalidate_in_kernel(node.tree, node.path, node.ino if node.kind is NodeKind.FILE else None, out)
+
+    def _invalidate_in_kernel(self, tree: Tree, path: str, file_ino: int | None, out: Invalidations) -> None:
+        """Name ``path``'s entry in its directory, and the attributes of the file ``file_ino``
+        (None: a directory, whose attributes stay), for the kernel to drop."""
+        parent_path, _, name = path.rpartition("/")
+        parent = self._inodes.find(tree, parent_path)
         if parent is not None:
             out.entries.append((parent.ino, name.encode("utf-8")))
-        if node.kind is NodeKind.FILE:
-            out.inodes.append(node.ino)
+        if file_ino is not None:
+            out.inodes.append(file_ino)

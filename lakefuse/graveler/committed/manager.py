@@ -386,7 +386,7 @@ class CommittedManager:
         the next directory.  The root of a big tree is mostly such jumps, one into nearly every
         range, and decoding each range whole for it would cost as much as listing every file,
         and fill the RAM cache with ranges the walk reads again later.  ``readers`` keeps the
-        files opened by one listing (consecutive jumps often land in the same range)."""
+        file a listing opened last (consecutive jumps often land in the same range)."""
         info = meta.infos[index]
         reader = readers.get(info.id)
         if reader is None:
