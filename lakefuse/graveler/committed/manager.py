@@ -18,7 +18,8 @@ Building blocks for the merge engine (everything is in key order, lazily evaluat
   change; changed on both sides to the same identity is nothing to do; changed differently is a
   conflict (or resolved by strategy).  Work is proportional to the differences.
 - ``iterate(metarange, from_key)`` and ``list_dir`` (S3-style listing with a delimiter, whole
-  subtrees skipped by seeking) for everything else.
+  subtrees skipped by seeking) for everything else.  A seek into a range not in memory reads
+  the blocks of its file it needs, not the whole range, until the scan goes on in that range.
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ from lakefuse.graveler.model import MetaRangeID, RangeInfo, ValueRecord
 _EMPTY_METARANGE = LoadedMetaRange(EMPTY_FILE_ID, [], verify=True)
 #: refresh a weakly reached cache entry's recency once per this many hits (see "loading")
 TOUCH_EVERY = 64
+#: records an iteration reads after a seek before it reads the range whole (see ``iterate``)
+SEEK_RECORDS = 64
 
 
 def prefix_successor(prefix: bytes) -> bytes | None:
@@ -286,9 +289,29 @@ class CommittedManager:
         return self._metarange(metarange).infos
 
     def iterate(self, metarange: MetaRangeID, from_key: bytes = b"") -> Iterator[ValueRecord]:
-        """Records with key >= ``from_key`` in key order, loading ranges as it goes."""
+        """Records with key >= ``from_key`` in key order, loading ranges as it goes.
+
+        A seek (``from_key``) into a range not in memory reads its first records from the
+        blocks of its file that hold them, and the range whole only once the iteration goes on
+        past ``SEEK_RECORDS``: a branch's listing seeks past every subtree it skips, and reads
+        a few records after each seek (see ``_peek``)."""
         meta = self._metarange(metarange)
         index = meta.range_index(from_key)
+        budget = SEEK_RECORDS if from_key else 0  # records left to read from blocks
+        while budget and index < len(meta.infos) and not self._resident(meta, index):
+            info = meta.infos[index]
+            check_file_id(info.id, "range")
+            for key, raw in self.files.reader(info.id, "range").iter_from(from_key):
+                if not budget:
+                    from_key = key  # the rest of this range from the range itself
+                    break
+                budget -= 1
+                yield value_to_record(key, raw)
+            else:
+                index += 1  # read to its end: on with the next one
+                from_key = b""
+                continue
+            break
         position = None
         while index < len(meta.infos):
             loaded = self._range(meta, index, scan=True)

@@ -250,6 +250,28 @@ def test_list_dir_finds_the_next_directory_without_decoding_its_range(block):
     fresh.close()
 
 
+def test_iterate_after_a_seek_reads_blocks_until_it_goes_on(block):
+    """A seek into a range not in memory reads its first records from the file's blocks; the
+    range is decoded whole (and cached) only once the iteration goes on past SEEK_RECORDS."""
+    keys = object_keys(3000)
+    writer = CommittedManager(block, None, None, SMALL_RANGES)
+    metarange = writer.write_metarange(make_record(k) for k in keys)
+    writer.close()
+    ram = RamCache(1 << 30)
+    fresh = CommittedManager(block, None, ram, SMALL_RANGES)
+    ranges = fresh.ranges(metarange)
+    start = ranges[3].min_key + b"\x00"  # just inside the fourth range
+    first = keys.index(ranges[3].min_key) + 1
+    few = [record.key for _, record in zip(range(20), fresh.iterate(metarange, start))]
+    assert few == keys[first:first + 20]
+    assert ram.stats().entries == 1  # the metarange alone
+    for seek in (start, ranges[3].max_key, ranges[-1].max_key):  # on past the seek, to the end
+        position = keys.index(seek) if seek in keys else first
+        assert [record.key for record in fresh.iterate(metarange, seek)] == keys[position:]
+    assert ram.stats().entries > 1
+    fresh.close()
+
+
 def test_prefix_successor():
     assert prefix_successor(b"a/") == b"a0"
     assert prefix_successor(b"a\xff") == b"b"
