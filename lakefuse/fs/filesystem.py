@@ -72,7 +72,7 @@ from lakefuse.fs.refdirs import RefDirectories
 from lakefuse.fs.refops import RefOperations
 from lakefuse.fs.special import Special
 from lakefuse.fs.replies import BLOCK_SIZE, Attributes, Invalidations, OpenResult, WouldBlock
-from lakefuse.fs.state import MountState
+from lakefuse.fs.state import WATCHED_BRANCH_TTL, MountState
 from lakefuse.fs.tree import MAX_NAME_BYTES, METADATA_ENTRIES, Tree
 from lakefuse.fs.uploads import Uploader
 from lakefuse.fs.xattrs import Xattrs
@@ -95,7 +95,7 @@ class LakeFilesystem:
     def __init__(self, backend: LakeBackend, *, spool_dir: str, repo: str | None = None, ref: str | None = None,
                  read_only: bool = False, uid: int | None = None, gid: int | None = None,
                  branch_ttl: float = 1.0, immutable_ttl: float = 86400.0, readdir_page: int = 5000,
-                 change_feed: bool = False, watched_branch_ttl: float = 60.0, uid_map=None, gid_map=None,
+                 change_feed: bool = False, watched_branch_ttl: float = WATCHED_BRANCH_TTL, uid_map=None, gid_map=None,
                  force_owner: bool = False, metadata_entries: int = METADATA_ENTRIES):
         """``uid``/``gid``: the default owner (of entries storing none; default: this process's);
         ``uid_map``/``gid_map`` ({stored: shown}) and ``force_owner``: see ``lakefuse.fs.owners``;

@@ -120,6 +120,13 @@ class Unstaged:
                     self.by_path[(key, node.path)] = node
 
 
+#: how long the kernel and a mount trust a branch's names, attributes and listings when the
+#: change feed tells them what other writers changed (``lakefuse.fs.changes``): the feed names
+#: every change within a poll, so this only bounds how long a change the feed could not report
+#: would show (a walk's ``du`` or ``rsync`` after this long sends a LOOKUP per file)
+WATCHED_BRANCH_TTL = 3600.0
+
+
 class MountState:
     """What the parts of one ``LakeFilesystem`` share (see the module docstring)."""
 

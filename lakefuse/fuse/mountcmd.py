@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 from lakefuse.errors import InvalidArgument, LakefuseError, MountPointInUse
+from lakefuse.fs.state import WATCHED_BRANCH_TTL
 from lakefuse.fs.tree import METADATA_ENTRIES
 from lakefuse.fuse.mountinfo import process_alive
 
@@ -74,6 +75,11 @@ def add_mount_arguments(parser: argparse.ArgumentParser) -> None:
                         help="how often to ask the database what other processes changed on the branches "
                              "(default 0.5; the kernel keeps branch metadata until then; 0: no polling, "
                              "branch metadata is trusted for 1 s instead)")
+    parser.add_argument("--branch-timeout", type=_branch_timeout, default=WATCHED_BRANCH_TTL, metavar="SECONDS",
+                        help=f"with --change-poll, how long the kernel and the mount trust a branch's names, "
+                             f"attributes and listings (default {WATCHED_BRANCH_TTL:.0f}: the polls name "
+                             f"every change other processes make; this bounds how long one they could not "
+                             f"report would show)")
     parser.add_argument("--spin-us", type=_microseconds, default=0, metavar="MICROSECONDS",
                         help="keep polling for the next request this long after each one instead of "
                              "sleeping (default 0: never; saves the wake-up of each request in a run "
@@ -156,6 +162,7 @@ def _entries(text: str) -> int:
 
 
 _seconds = _bounded(float, "a number of", "seconds", 3600)
+_branch_timeout = _bounded(float, "a number of", "seconds", 86400)
 _microseconds = _bounded(int, "a whole number of", "microseconds", 100_000)
 
 
@@ -300,7 +307,8 @@ def _serve(args, plan: _Plan, on_ready, log_file: str | None = None) -> None:
         backend = AppBackend(app, block_cache)
         spool = _spool_dir(config.home)
         fs = LakeFilesystem(backend, spool_dir=spool, repo=plan.repo, ref=plan.ref, read_only=args.read_only,
-                            change_feed=args.change_poll > 0, uid=args.uid, gid=args.gid,
+                            change_feed=args.change_poll > 0, watched_branch_ttl=args.branch_timeout,
+                            uid=args.uid, gid=args.gid,
                             uid_map=dict(args.map_uid), gid_map=dict(args.map_gid), force_owner=args.force_owner,
                             metadata_entries=args.metadata_entries)
         options = MountOptions(read_only=args.read_only, allow_other=args.allow_other,

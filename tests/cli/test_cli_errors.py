@@ -123,6 +123,8 @@ CASES = [
     (USAGE, ["fs", "download", "lakefs://sales/main/a/b.csv", "--dest", "/nonexistent/dir/f"], "does not exist"),
     (USAGE, ["mount", "{directory}", "--change-poll", "-1"], "between 0 and 3600"),
     (USAGE, ["mount", "{directory}", "--change-poll", "soon"], "not a number of seconds"),
+    (USAGE, ["mount", "{directory}", "--branch-timeout", "-1"], "between 0 and 86400"),
+    (USAGE, ["mount", "{directory}", "--branch-timeout", "a day"], "not a number of seconds"),
     (USAGE, ["mount", "{directory}", "--spin-us", "1.5"], "not a whole number of microseconds"),
     (USAGE, ["mount", "{directory}", "--spin-us", "200000"], "between 0 and 100000"),
     (USAGE, ["mount", "{directory}", "--metadata-entries", "0"], "between 1 and 1000000000"),

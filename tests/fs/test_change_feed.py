@@ -10,6 +10,7 @@ import errno
 import pytest
 
 from lakefuse.fs.filesystem import LakeFilesystem
+from lakefuse.fs.state import WATCHED_BRANCH_TTL
 
 ERRORS = (OSError,)
 
@@ -29,8 +30,8 @@ def entry_names(stale) -> set[bytes]:
 
 
 def test_branch_metadata_is_kept_long_when_watched(watched, d):
-    assert d.stat("sales/main/top.csv").attr_timeout == watched.watched_branch_ttl == 60.0
-    assert d.stat("sales/main/a").entry_timeout == 60.0
+    assert d.stat("sales/main/top.csv").attr_timeout == watched.watched_branch_ttl == WATCHED_BRANCH_TTL == 3600.0
+    assert d.stat("sales/main/a").entry_timeout == 3600.0
     assert d.stat("sales/v1/top.csv").attr_timeout >= 3600  # tags as before
     assert watched.watched
 

@@ -138,3 +138,33 @@ def test_files_a_walk_listed_beyond_what_the_mount_keeps_read_and_change_right(l
         os.chmod(branch_file, 0o600)
         after = os.stat(branch_file)
         assert after.st_mode & 0o777 == 0o600 and after.st_mtime_ns == mtime
+
+
+def stat_while_stopped(mount: MountedLake, directory, name: str) -> bool:
+    """Whether the kernel answers a ``stat`` of ``name`` in ``directory`` by itself: the daemon
+    is stopped meanwhile (the directory is opened before: the names above it have timeouts of
+    their own)."""
+    found = []
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    os.kill(mount.proc.pid, signal.SIGSTOP)
+    try:
+        reader = threading.Thread(target=lambda: found.append(os.stat(name, dir_fd=fd)), daemon=True)
+        reader.start()
+        reader.join(2.0)
+        return bool(found)
+    finally:
+        os.kill(mount.proc.pid, signal.SIGCONT)
+        reader.join(30)
+        os.close(fd)
+
+
+def test_the_branch_timeout_is_how_long_the_kernel_keeps_a_branchs_names_and_attributes(lake_home, tmp_path):
+    catalog = lake_home.catalog
+    catalog.create_branch("sales", "timed", "main")
+    catalog.upload_bytes("sales", "timed", "t/f.txt", b"12345")
+    for timeout, kept in (("1", False), ("30", True)):
+        with mounted(lake_home, tmp_path / f"m{timeout}", args=("--branch-timeout", timeout)) as mount:
+            directory = mount / "sales/timed/t"
+            assert [entry.stat().st_size for entry in os.scandir(directory)] == [5]  # names and attributes
+            time.sleep(1.5)
+            assert stat_while_stopped(mount, directory, "f.txt") is kept
