@@ -106,6 +106,7 @@ class CommittedManager:
         self.last_written: list[str] = []
         self._empty_written = False
         self._metarange_refs: dict[str, weakref.ref] = {}
+        self._last_range_reader: tuple[str, object] | None = None  # see _range_reader
         self._hits = 0
 
     def close(self) -> None:
@@ -299,9 +300,7 @@ class CommittedManager:
         index = meta.range_index(from_key)
         budget = SEEK_RECORDS if from_key else 0  # records left to read from blocks
         while budget and index < len(meta.infos) and not self._resident(meta, index):
-            info = meta.infos[index]
-            check_file_id(info.id, "range")
-            for key, raw in self.files.reader(info.id, "range").iter_from(from_key):
+            for key, raw in self._range_reader(meta.infos[index]).iter_from(from_key):
                 if not budget:
                     from_key = key  # the rest of this range from the range itself
                     break
@@ -353,10 +352,9 @@ class CommittedManager:
         infos = meta.infos
         count = len(infos)
         index = meta.range_index(start)
-        peeked: dict[str, object] = {}
         while index < count:
             if jumped and not self._resident(meta, index):
-                key, raw = self._peek(meta, index, start, peeked)
+                key, raw = self._peek(meta, index, start)
                 if not key.startswith(prefix):
                     return
                 cut = key.find(delimiter, plen) if delimiter else -1
@@ -396,27 +394,33 @@ class CommittedManager:
             index = meta.range_index(start)  # jumped past this range: find where start lives
             jumped = True
 
+    def _range_reader(self, info: RangeInfo):
+        """The file of a range as an ``SSTableReader``, for seeks that read a block or two of
+        it.  The last one opened is kept: consecutive seeks (the directories of a listing)
+        often land in the same range, and each would read the file again."""
+        last = self._last_range_reader
+        if last is not None and last[0] == info.id:
+            return last[1]
+        check_file_id(info.id, "range")
+        reader = self.files.reader(info.id, "range")
+        self._last_range_reader = (info.id, reader)  # one assignment: safe to share across threads
+        return reader
+
     def _resident(self, meta: LoadedMetaRange, index: int) -> bool:
         """Whether range ``index`` is decoded in memory."""
         ref = meta.range_refs[index]
         return ref is not None and ref() is not None
 
-    def _peek(self, meta: LoadedMetaRange, index: int, key: bytes, readers: dict) -> tuple[bytes, bytes]:
+    def _peek(self, meta: LoadedMetaRange, index: int, key: bytes) -> tuple[bytes, bytes]:
         """The first ``(key, raw value)`` at or after ``key`` in range ``index`` (which holds
         one: its max key is not below ``key``), from the one block of its file that holds it.
 
         A listing that skips a subtree needs one key of the range after it: the first name of
         the next directory.  The root of a big tree is mostly such jumps, one into nearly every
         range, and decoding each range whole for it would cost as much as listing every file,
-        and fill the RAM cache with ranges the walk reads again later.  ``readers`` keeps the
-        file a listing opened last (consecutive jumps often land in the same range)."""
+        and fill the RAM cache with ranges the walk reads again later."""
         info = meta.infos[index]
-        reader = readers.get(info.id)
-        if reader is None:
-            check_file_id(info.id, "range")
-            readers.clear()
-            reader = readers[info.id] = self.files.reader(info.id, "range")
-        for item in reader.iter_from(key):
+        for item in self._range_reader(info).iter_from(key):
             return item
         raise CorruptedData(f"range {info.id}: nothing at or after {key!r}, metarange says it ends at {info.max_key!r}")
 
