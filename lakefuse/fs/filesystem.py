@@ -224,12 +224,16 @@ class LakeFilesystem:
             return self._refdirs.mkdir(parent, name, mode)
         return self._namespace.mkdir(parent, name, mode, uid, gid, blocking)
 
-    def rmdir(self, parent_ino: int, name: bytes | str) -> None:
+    def rmdir(self, parent_ino: int, name: bytes | str, blocking: bool = True) -> None:
+        """``blocking=False``: WouldBlock unless it is an empty directory's removal memory can
+        decide, queued for the stager."""
         parent = self.table.get(parent_ino)
         if parent.kind is NodeKind.REPOSITORY:  # a branch
+            if not blocking:
+                raise WouldBlock
             self._refdirs.rmdir(parent, name)
         else:
-            self._namespace.rmdir(parent, name)
+            self._namespace.rmdir(parent, name, blocking)
 
     def unlink(self, parent_ino: int, name: bytes | str, blocking: bool = True) -> None:
         """``blocking=False``: WouldBlock unless it is a deletion queued from memory."""
@@ -402,10 +406,12 @@ class LakeFilesystem:
                 "f_files": big, "f_ffree": big, "f_favail": big, "f_namemax": MAX_NAME_BYTES}
 
     def close(self) -> None:
-        """Upload what is still written (unmount), then drop every open file."""
+        """Upload what is still written (unmount), then drop every open file and the spool files
+        made ahead."""
         for path, exc in self.flush_all():
             log.error("upload of %s at unmount failed: %s", path, exc)
         for tree, exc in self.state.stager.close():
             log.error("staging the files closed last on %s failed at unmount, their changes are lost: %s", tree, exc)
         self.state.owned.close()
         self._files.close_all()
+        self.state.spools.close()

@@ -93,11 +93,16 @@ class Namespace:
         self._inodes.dir_changed(tree, parent.path)
         return self._attrs(node)
 
-    def rmdir(self, parent: Node, name: bytes | str) -> None:
+    def rmdir(self, parent: Node, name: bytes | str, blocking: bool = True) -> None:
+        """``blocking=False``: WouldBlock (before any change) unless memory knows the directory
+        is empty and needs no marker for its parent (``_rmdir_queued``)."""
         tree = self._inodes.writable_tree(parent)
         name = decode_name(name)
         refuse_control_dir_name(parent, name, errno.EPERM)
         path = join(parent.path, name)
+        if not blocking:
+            self._rmdir_queued(tree, parent, path)
+            return
         self._stager.flush(tree)  # what it holds is in the backend, which is asked next
         stat, _ = tree.stat(path, fresh=True)
         if stat is None:
@@ -111,6 +116,33 @@ class Namespace:
         if stat.entry is not None:
             self._stager.stage_now(tree, [(dir_prefix(path), None)], deleted_exist=True)
         tree.remember(path, None)
+        tree.forget_dir_change(path)
+        self._inodes.detach_path(tree, path)
+        self._inodes.dir_changed(tree, parent.path)
+
+    def _rmdir_queued(self, tree: Tree, parent: Node, path: str) -> None:
+        """rmdir from memory (``rm -r`` of what this mount made or listed, after unlinking
+        every file in it): the directory is known whole and empty, its marker staged (not
+        waiting for the stager), nothing unstaged under it, and its parent has a marker of its
+        own, so no marker must be made there.  The marker's deletion waits for the stager's
+        next batch, with the unlinks before it; memory answers for the path meanwhile."""
+        hit = tree.cached(path)
+        if hit is None or hit[0] is None:
+            raise WouldBlock  # not known (a missing directory is the backend's to tell)
+        stat = hit[0]
+        if not stat.is_dir:
+            raise OSError(errno.ENOTDIR, path)
+        if (not tree.known_empty(path) or tree.waits_for_stager(path)
+                or self._unstaged.any_under(tree, path)):
+            raise WouldBlock
+        if parent.path:
+            kept = tree.cached(parent.path)
+            if kept is None or kept[0] is None or kept[0].entry is None:
+                raise WouldBlock  # the parent may need a marker: the backend is asked
+        stored = stat.entry is not None
+        if stored:
+            self._stager.put(tree, dir_prefix(path), None)
+        tree.remember(path, None, pending=stored)
         tree.forget_dir_change(path)
         self._inodes.detach_path(tree, path)
         self._inodes.dir_changed(tree, parent.path)

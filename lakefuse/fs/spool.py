@@ -32,6 +32,7 @@ bytes is never stored.  ``listener(offset, data)`` sees every write, queued or n
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import mmap
 import os
@@ -44,6 +45,11 @@ from lakefuse.errors import StorageError
 
 COPY_CHUNK = 4 * 1024 * 1024
 _CREATE_ATTEMPTS = 16
+#: empty spool files a mount keeps made ahead (``SpoolReserve``)
+RESERVE_SPOOLS = 32
+RESERVE_DIRECTORIES = 8
+#: seconds without a spool taken after which the reserve's thread stops
+RESERVE_IDLE_SECONDS = 60.0
 _SYNC_FILE_RANGE_WRITE = 2  # <linux/fs.h>: start writeback of dirty pages, do not wait
 #: bytes a spool's write-behind queue may hold; a write finding it full waits (or, from the
 #: event loop, goes to a worker thread that waits)
@@ -192,20 +198,129 @@ def copy_data(source: int, target: int, size: int) -> None:
         offset = end
 
 
+def _create_spool_file(directory: str) -> tuple[str, int]:
+    """A new empty file of a random name in ``directory``: (path, read-write descriptor)."""
+    # 0o666 less the umask, like the local block adapter's objects: a spool may become one
+    for _ in range(_CREATE_ATTEMPTS):
+        path = os.path.join(directory, f"spool-{secrets.token_hex(8)}")
+        try:
+            return path, os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise StorageError(f"cannot create a spool file in {directory}: {exc.strerror}") from None
+    raise StorageError(f"cannot create a spool file in {directory}: every name tried exists")
+
+
+class SpoolReserve:
+    """New spools for one spool directory, their files made ahead by a thread of its own.
+
+    Creating a file costs a local filesystem anything from 20 µs to a millisecond of CPU (ext4
+    without a journal scans the inodes freed in the last minute for one it may reuse, and a
+    mount that deletes many files frees many).  A FUSE create made its spool on the event loop,
+    which answers every request of the mount one after the other; taking a file made ahead
+    leaves that work to the other core.  At most ``RESERVE_SPOOLS`` wait; when none is left
+    (a burst of creates) ``new`` makes one itself.  The reserve holds paths, not descriptors,
+    and its thread stops after a minute without work.  ``close`` deletes the waiting files;
+    those a killed process leaves are removed with its spool directory by the next mount.
+
+    The files are spread over ``RESERVE_DIRECTORIES`` subdirectories: a create holds its
+    directory locked while the filesystem picks an inode, and storing a file renames its spool
+    out of that directory (with one directory, a store waited for the create in progress and
+    took twice as long)."""
+
+    def __init__(self, directory: str, size: int = 0):
+        self.directory = directory
+        self._size = size if size > 0 else RESERVE_SPOOLS
+        self._ready: deque[str] = deque()  # paths only: a mount holds no descriptor for them
+        self._wanted = threading.Event()
+        self._closed = False
+        self._thread: threading.Thread | None = None
+        self._start_lock = threading.Lock()
+        self._made = 0
+        self._subdirectories: set[int] = set()
+
+    def new(self) -> "Spool":
+        """An empty spool: one made ahead if one waits, else made now."""
+        fd = -1
+        while fd < 0:
+            try:
+                path = self._ready.popleft()
+            except IndexError:
+                path, fd = _create_spool_file(self.directory)
+                break
+            try:  # an open without O_CREAT: a few microseconds
+                fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+            except OSError:
+                continue  # deleted by hand meanwhile: the next one
+        if len(self._ready) <= self._size // 2 and not self._closed:
+            self._ask_for_more()
+        spool = Spool.__new__(Spool)
+        spool._start(path, fd, 0)
+        return spool
+
+    def waiting(self) -> int:
+        """How many spool files wait."""
+        return len(self._ready)
+
+    def _ask_for_more(self) -> None:
+        self._wanted.set()  # before looking for the thread: one about to stop sees it (``_fill``)
+        if self._thread is None:
+            with self._start_lock:
+                if self._thread is None and not self._closed:
+                    self._thread = threading.Thread(target=self._fill, name="lakefuse-spool-reserve",
+                                                    daemon=True)
+                    self._thread.start()
+
+    def _fill(self) -> None:
+        while not self._closed:
+            if not self._wanted.wait(RESERVE_IDLE_SECONDS):
+                with self._start_lock:  # idle: stop (the next ``new`` starts another)
+                    if not self._wanted.is_set():
+                        self._thread = None
+                        return
+                continue
+            self._wanted.clear()
+            while not self._closed and len(self._ready) < self._size:
+                self._made += 1
+                try:
+                    path, fd = _create_spool_file(self._subdirectory(self._made % RESERVE_DIRECTORIES))
+                except (StorageError, OSError):
+                    break  # a full disk: ``new`` makes its own and reports it
+                os.close(fd)
+                self._ready.append(path)
+                if self._closed:  # ``close`` may have emptied the queue before this append
+                    self._discard_waiting()
+
+    def _subdirectory(self, number: int) -> str:
+        path = os.path.join(self.directory, f"ahead-{number}")
+        if number not in self._subdirectories:
+            os.makedirs(path, exist_ok=True)
+            self._subdirectories.add(number)
+        return path
+
+    def close(self) -> None:
+        """Stop making spool files and delete the waiting ones."""
+        self._closed = True
+        self._wanted.set()
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout=5)
+        self._discard_waiting()
+
+    def _discard_waiting(self) -> None:
+        while True:
+            try:
+                path = self._ready.popleft()
+            except IndexError:
+                return
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+
+
 class Spool:
     def __init__(self, directory: str):
-        # 0o666 less the umask, like the local block adapter's objects: a spool may become one
-        for _ in range(_CREATE_ATTEMPTS):
-            path = os.path.join(directory, f"spool-{secrets.token_hex(8)}")
-            try:
-                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
-                break
-            except FileExistsError:
-                continue
-            except OSError as exc:
-                raise StorageError(f"cannot create a spool file in {directory}: {exc.strerror}") from None
-        else:
-            raise StorageError(f"cannot create a spool file in {directory}: every name tried exists")
+        path, fd = _create_spool_file(directory)
         self._start(path, fd, 0)
 
     @classmethod
@@ -233,6 +348,8 @@ class Spool:
         self.sealed = False
         #: a spool of an object's own file (``adopt``): appends only, its file is kept at close
         self.adopted = False
+        #: storage took the file (``handed_over``): its path is not the spool's any more
+        self._handed_over = False
         self.base_size = size
         self._size = size  # tracked (queued bytes included): asking never touches the descriptor
         #: the kernel writes into the file too (FUSE passthrough writes): its size and mtime
@@ -441,6 +558,11 @@ class Spool:
             self.write(offset, chunk)
             offset += len(chunk)
 
+    def handed_over(self) -> None:
+        """Storage took the file itself (moved it, or copied it and removed the path): ``close``
+        then closes the descriptor and leaves the path alone, without a look at it."""
+        self._handed_over = True
+
     def close(self) -> None:
         if self.closed:
             return
@@ -455,7 +577,8 @@ class Spool:
                 self._cond.notify_all()
             writer.join()
         try:
-            ours = not self.adopted and (not self.sealed or _names_file(self.path, os.fstat(self.fd)))
+            ours = (not self.adopted and not self._handed_over
+                    and (not self.sealed or _names_file(self.path, os.fstat(self.fd))))
         except OSError:
             ours = False
         try:

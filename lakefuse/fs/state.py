@@ -1,6 +1,7 @@
 """The state every part of a mounted filesystem shares: ``MountState``.
 
-Owns the options of the mount (owners, timeouts, the spool directory), the inode table, the
+Owns the options of the mount (owners, timeouts, the spool directory and its reserve of new
+spool files), the inode table, the
 handle table, the trees and name caches (``lakefuse.fs.refs.Refs``), the files created but
 not staged yet (``Unstaged``) with the ``Stager`` that stages closed ones in batches, and the one lock that guards the small shared structures
 (handles, trees, name caches, unstaged files; the inode table has its own).  The parts of
@@ -24,6 +25,7 @@ from lakefuse.fs.owned import OwnedObjects
 from lakefuse.fs.owners import Owners
 from lakefuse.fs.refs import Refs
 from lakefuse.fs.replies import Invalidations
+from lakefuse.fs.spool import SpoolReserve
 from lakefuse.fs.stager import Stager
 from lakefuse.fs.tree import METADATA_ENTRIES, PathStat, Tree, dir_prefix
 
@@ -151,6 +153,8 @@ class MountState:
         self.metadata_entries = metadata_entries
         self.spool_dir = spool_dir
         os.makedirs(spool_dir, exist_ok=True)
+        #: new spool files, made ahead on a thread of their own
+        self.spools = SpoolReserve(spool_dir)
         self.mount_time_ns = time.time_ns()
         #: the backend's change feed, if this mount is watched (see ``lakefuse.fs.changes``)
         self.change_feed = getattr(backend, "branch_changes", None) if change_feed else None

@@ -6,7 +6,9 @@ names a listing may show, and the metadata cache of the ref: ``stat`` results an
 that listings bring along, and the listing pages themselves (a second ``ls -l`` of a big
 directory is answered from memory; each at most ``metadata_entries`` paths per ref, a mount
 option), kept ``ttl`` seconds on a branch and until evicted on a tag or commit (immutable).  A
-change made through this tree (``remember``/``forget``) drops the pages of the directory it is in.
+change made through this tree (``remember``/``forget``) drops the pages of the directory it is in;
+a directory whose every child and each one's stat the tree knows is then listed from memory
+(``_page_from_memory``: ``grep -r`` or ``rm -r`` of a tree just written here).
 
 The kernel keeps listings too (``lakefuse.fs.readdir``: FUSE's readdir cache): on a tag or commit
 for good, on a branch while the tree vouches for them.  ``listing_for_kernel`` and
@@ -57,6 +59,8 @@ PREFETCH_MOST = 1000
 SMALL_DIRECTORY = 2048
 #: listings of directories from their first name on a tree follows at once (see ``list_dir``)
 LISTINGS_FOLLOWED = 64
+#: the most names a directory known whole may hold to be listed from memory
+MEMORY_LISTING_NAMES = 2048
 #: paths a tree's metadata cache keeps, and entries of listing pages (least recently listed
 #: directories go first), unless the mount says otherwise (``--metadata-entries``)
 METADATA_ENTRIES = 200_000
@@ -260,7 +264,10 @@ class Tree:
             self._pages.pop(parent, None)
             self._pages.pop(path, None)
             self._kernel_changed(parent, path)
-            self._complete.pop(path, None)
+            if stat is None or not stat.is_dir:
+                # a directory's own change (a marker stored, a mode or time set) leaves what
+                # is in it as it was: rsync sets each directory's mode before filling it
+                self._complete.pop(path, None)
             children = self._complete.get(parent)
             if children is not None:
                 if stat is None:
@@ -297,6 +304,12 @@ class Tree:
         with self._lock:
             known = self._cache.peek(path)
         return known is None or known[0] is stat or known[1] <= now
+
+    def known_empty(self, path: str) -> bool:
+        """Whether directory ``path`` is known, from memory and still fresh, to hold nothing."""
+        with self._lock:
+            children = self._complete.get(path)
+            return children is not None and children.expires > time.monotonic() and not children.names
 
     def waits_for_stager(self, path: str) -> bool:
         """Whether this mount's newest change of ``path`` waits for the stager (``remember``
@@ -447,14 +460,48 @@ class Tree:
         self._prefetched_to = last_key.rstrip("/")
 
     def kept_page(self, path: str, after: str, limit: int) -> tuple[list[tuple[str, str, PathStat]], str, bool] | None:
-        """``list_dir(path, after, limit)`` if that page is kept in memory and fresh, else None
-        (never asks the backend)."""
+        """``list_dir(path, after, limit)`` if that page is kept in memory and fresh, or the
+        directory is known whole with a fresh stat of every name in it (``_page_from_memory``),
+        else None (never asks the backend)."""
         with self._lock:
             pages = self._pages.get(path)
             kept = pages.get((after, limit)) if pages is not None else None
-        if kept is not None and kept[1] > time.monotonic():
-            return kept[0]
-        return None
+            if kept is None or kept[1] <= time.monotonic():
+                return self._page_from_memory(path, after, limit)
+        return kept[0]
+
+    def _page_from_memory(self, path: str, after: str, limit: int) -> tuple[list[tuple[str, str, PathStat]], str, bool] | None:
+        """The rest of directory ``path`` after key ``after`` as one last page, made from what
+        the tree knows (under ``_lock``): every name in it (``_complete``) and each one's stat.
+        A directory this mount just filled (``tar x``, ``cp -r``) loses its kept pages with
+        every file it gains, and was listed from the backend again by the ``grep -r`` or
+        ``rm -r`` that followed.  None if any of it is unknown or stale, or it holds more
+        than ``MEMORY_LISTING_NAMES`` names (the page is made on the caller's thread), or a
+        name's entry waits for the stager."""
+        children = self._complete.get(path)
+        now = time.monotonic()
+        if children is None or children.expires <= now or len(children.names) > min(limit, MEMORY_LISTING_NAMES):
+            return None
+        prefix = dir_prefix(path)
+        hide_control = self.is_branch and path == ""
+        known_of = self._cache.peek
+        rows = []
+        for name in children.names:
+            child = prefix + name
+            known = known_of(child)
+            if known is None or known[1] <= now:
+                return None  # a name that may be there: only the backend can tell
+            stat = known[0]
+            if stat is not None and child in self._pending:
+                return None  # waits for the stager: served after the backend's entries, and the
+                # kernel may not keep that listing (``lakefuse.fs.readdir``)
+            if stat is None or (hide_control and name == CONTROL_DIR_NAME):
+                continue
+            key = child + "/" if stat.is_dir else child
+            if key > after:
+                rows.append((name, key, stat))
+        rows.sort(key=lambda row: row[1])  # the backend's order: by key
+        return rows, rows[-1][1] if rows else after, True
 
     def list_dir(self, path: str, after: str, limit: int) -> tuple[list[tuple[str, str, PathStat]], str, bool]:
         """A page of directory ``path`` after key ``after``: ``([(name, key, stat)], last_key,

@@ -81,7 +81,7 @@ class Uploader:
             # an object's own file takes appends only: copy it to a spool of its own first
         elif keep is None and at is not None and self._adopt(of, at):
             return
-        spool = Spool(self._state.spool_dir)
+        spool = self._state.spools.new()
         try:
             if sealed is not None:
                 size = sealed.size() if keep is None else min(sealed.size(), keep)
@@ -365,7 +365,7 @@ class Uploader:
         open: fsync(2), a commit, a rename): the object must not change once stored, so the
         spool itself stays the file's, and storage takes the copy (holes kept as holes)."""
         live = of.spool
-        copy = Spool(self._state.spool_dir)
+        copy = self._state.spools.new()
         try:
             copy.fill_from(live, live.size())
             of.spool = copy
@@ -399,6 +399,7 @@ class Uploader:
                                          content_type=content_type, checksum=hasher.hexdigest() if hasher else None,
                                          move=move, durable=durable)
         if move:
+            spool.handed_over()
             self._owned.stored(tree, node.path, entry, cursor, hasher)
         if deferred:
             self._state.stager.put(tree, node.path, entry)
@@ -443,7 +444,7 @@ class Uploader:
         """Store ``data`` as a new object of ``tree``'s repository, staging nothing (a symbolic
         link's target, a special file's empty object): moved into local storage like a closed
         file, and durable at the next sync like one."""
-        spool = Spool(self._state.spool_dir)
+        spool = self._state.spools.new()
         try:
             if data:
                 spool.write(0, data)
@@ -451,30 +452,37 @@ class Uploader:
             if move:
                 spool.seal()
             self.unsynced.add(tree.repo)
-            return self._backend.store_file(tree.repo, spool.path, mtime=mtime, metadata=metadata, move=move,
-                                            durable=False)
+            entry = self._backend.store_file(tree.repo, spool.path, mtime=mtime, metadata=metadata, move=move,
+                                             durable=False)
+            if move:
+                spool.handed_over()
+            return entry
         finally:
             spool.close()
 
     def upload_empty(self, tree: Tree, key: str, metadata: dict[str, str], mtime: int | None = None) -> Entry:
         """Store and stage an empty object (a directory marker); ``mtime``: default now."""
-        spool = Spool(self._state.spool_dir)
+        spool = self._state.spools.new()
         self.unsynced.add(tree.repo)
         try:  # moved into storage, not fsynced (the checksum given: storage does not read it)
-            return self._backend.upload_file(tree.repo, tree.branch, key, spool.path,
-                                             mtime=int(time.time()) if mtime is None else mtime,
-                                             metadata=metadata, checksum=_EMPTY_CHECKSUM, move=True, durable=False)
+            entry = self._backend.upload_file(tree.repo, tree.branch, key, spool.path,
+                                              mtime=int(time.time()) if mtime is None else mtime,
+                                              metadata=metadata, checksum=_EMPTY_CHECKSUM, move=True, durable=False)
+            spool.handed_over()
+            return entry
         finally:
             spool.close()
 
     def store_empty(self, tree: Tree, metadata: dict[str, str], mtime: int | None = None) -> Entry:
         """Store an empty object (a directory marker), staging nothing: ``upload_empty`` for a
         caller that stages it with the stager's next batch."""
-        spool = Spool(self._state.spool_dir)
+        spool = self._state.spools.new()
         self.unsynced.add(tree.repo)
         try:
-            return self._backend.store_file(tree.repo, spool.path,
-                                            mtime=int(time.time()) if mtime is None else mtime,
-                                            metadata=metadata, checksum=_EMPTY_CHECKSUM, move=True, durable=False)
+            entry = self._backend.store_file(tree.repo, spool.path,
+                                             mtime=int(time.time()) if mtime is None else mtime,
+                                             metadata=metadata, checksum=_EMPTY_CHECKSUM, move=True, durable=False)
+            spool.handed_over()
+            return entry
         finally:
             spool.close()

@@ -396,7 +396,10 @@ class LakeOperations(pyfuse3.Operations):
 
     @fuse_errors
     async def rmdir(self, parent_inode, name, ctx):
-        await self._run(self.fs.rmdir, parent_inode, name)
+        try:  # an empty directory memory knows (``rm -r``): a deletion queued, no thread hop
+            self.fs.rmdir(parent_inode, name, blocking=False)
+        except WouldBlock:
+            await self._run(self.fs.rmdir, parent_inode, name)
 
     @fuse_errors
     async def unlink(self, parent_inode, name, ctx):

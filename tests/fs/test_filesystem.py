@@ -18,6 +18,12 @@ from lakefuse.fs.namespace import RENAME_NOREPLACE
 from fs_staging import staged_away, staged_entry, staged_entry_where
 
 
+def spool_files_left(fs, spool_dir) -> list[str]:
+    """Spool files still in ``spool_dir`` once the mount's reserve of empty ones is gone."""
+    fs.state.spools.close()
+    return [str(path.relative_to(spool_dir)) for path in spool_dir.rglob("*") if path.is_file()]
+
+
 ERRORS = (OSError, LakefuseError)
 
 
@@ -765,7 +771,7 @@ def test_big_sequential_writes_to_local_storage_are_hashed_while_written_then_mo
     assert backend.calls["store_file with checksum"] == 1 and backend.calls["upload_stream"] == 0
     entry = staged_entry(backend, "sales", "main", "hashed.bin")
     assert backend.object_bytes(entry) == payload and entry.metadata[MODE_KEY] == "600"
-    assert os.listdir(tmp_path / "spool") == []
+    assert spool_files_left(fs, tmp_path / "spool") == []
 
 
 def test_appends_to_a_big_file_are_answered_without_waiting_and_stored_whole(fs, drive, backend, monkeypatch):
@@ -811,7 +817,7 @@ def test_writes_after_the_spool_was_moved_into_storage_go_to_a_copy(fs, drive, b
     fs.release(result.fh)
     assert backend.object_bytes(first) == b"first line\n"  # the stored object never changed
     assert drive.read("sales/main/log.txt") == b"First line\nsecond line\n"
-    assert os.listdir(tmp_path / "spool") == []
+    assert spool_files_left(fs, tmp_path / "spool") == []
 
 
 def test_an_upload_that_failed_after_taking_the_spool_file_is_retried_from_its_bytes(backend, tmp_path,
@@ -841,7 +847,7 @@ def test_an_upload_that_failed_after_taking_the_spool_file_is_retried_from_its_b
     fs.flush(result.fh)
     fs.release(result.fh)
     assert d.read("sales/main/retried.bin") == b"precious bytes"
-    assert os.listdir(tmp_path / "spool") == []
+    assert spool_files_left(fs, tmp_path / "spool") == []
 
 
 def test_files_created_or_truncated_write_only_get_direct_io_and_no_kept_cache_after(fs, drive, backend):
@@ -1010,6 +1016,99 @@ def test_what_tar_and_git_do_to_names_and_times_is_answered_from_memory_and_stag
     assert backend.get_entry("sales", ref, "pkg/config").mtime == 5
     assert backend.get_entry("sales", ref, "pkg/config.lock") is None
     assert fs.state.unstaged.paths(fs.state.refs.branch_tree("sales", "main")) == []
+
+
+def test_a_directory_made_here_stays_known_whole_when_its_mode_and_times_change(backend, tmp_path, make_driver):
+    """rsync makes each directory, sets its mode, then fills it: every name it looks up there
+    first is missing, and memory still answers for them after the directory's own change."""
+    fs = LakeFilesystem(backend, spool_dir=str(tmp_path / "s"))
+    d = make_driver(fs)
+    d.write("sales/main/warm.txt", b"the first upload learns that storage is local")
+    d.listdir("sales/main")
+    made = fs.mkdir(d.ino("sales/main"), "made", 0o700, blocking=False).ino
+    fs.setattr(made, mode=0o755, blocking=False)
+    fs.setattr(made, mtime_ns=7 * 10**9, atime_ns=7 * 10**9, blocking=False)
+    reads = backend.calls["get_entry"], backend.calls["list_entries"]
+    for name in ("file.txt", ".file.txt.a1b2c3"):
+        with pytest.raises(FileNotFoundError):
+            fs.lookup(made, name, blocking=False)  # from memory: no WouldBlock, no backend read
+    assert (backend.calls["get_entry"], backend.calls["list_entries"]) == reads
+    fs.rmdir(d.ino("sales/main"), "made")
+    with pytest.raises(FileNotFoundError):
+        d.ino("sales/main/made")
+
+
+def test_rm_r_of_a_tree_made_here_is_listed_and_removed_from_memory_in_one_batch(
+        backend, tmp_path, make_driver, monkeypatch):
+    """``grep -r`` and ``rm -r`` after ``tar x``: the directories this mount made and filled
+    are listed from memory (no backend listing), and an emptied one is removed on the event
+    loop (``blocking=False``), its marker's deletion staged with the unlinks' batch."""
+    import lakefuse.fs.stager as stager
+
+    monkeypatch.setattr(stager, "BATCH_WINDOW", 30.0)  # staged only when flushed below
+    fs = LakeFilesystem(backend, spool_dir=str(tmp_path / "s"))
+    d = make_driver(fs)
+    d.write("sales/main/warm.txt", b"the first upload learns that storage is local")
+    d.listdir("sales/main")
+    root = d.ino("sales/main")
+    top = fs.mkdir(root, "tree", 0o755, blocking=False).ino
+    sub = fs.mkdir(top, "sub", 0o755, blocking=False).ino
+    for parent, name in ((top, "b.txt"), (top, "a.txt"), (sub, "c.txt")):
+        result, _ = fs.create(parent, name, 0o100644, os.O_WRONLY | os.O_CREAT, blocking=False)
+        fs.write_nowait(result.fh, 0, name.encode())
+        fs.flush_nowait(result.fh)
+        fs.release_nowait(result.fh)
+    fs.state.stager.flush_all()
+    listings = backend.calls["list_entries"]
+    assert d.listdir("sales/main/tree") == ["a.txt", "b.txt", "sub"]  # the backend's order: by key
+    assert d.listdir("sales/main/tree/sub") == ["c.txt"]
+    assert backend.calls["list_entries"] == listings
+
+    with pytest.raises(WouldBlock):  # not empty: the backend says ENOTEMPTY
+        fs.rmdir(top, "sub", blocking=False)
+    with pytest.raises(OSError) as full:
+        fs.rmdir(top, "sub")
+    assert full.value.errno == errno.ENOTEMPTY
+    transactions = backend.calls["stage_entries"]
+    fs.unlink(sub, "c.txt", blocking=False)
+    fs.rmdir(top, "sub", blocking=False)
+    for name in ("a.txt", "b.txt"):
+        fs.unlink(top, name, blocking=False)
+    fs.rmdir(root, "tree", blocking=False)
+    assert backend.calls["stage_entries"] == transactions  # nothing staged yet
+    with pytest.raises(FileNotFoundError):
+        fs.lookup(root, "tree")
+    assert "tree" not in d.listdir("sales/main")
+    assert backend.get_entry("sales", backend.resolve_ref("sales", "main"), "tree/sub/") is not None
+
+    fs.state.stager.flush_all()
+    assert backend.calls["stage_entries"] == transactions + 1  # one batch
+    ref = backend.resolve_ref("sales", "main")
+    assert [item.key for item in backend.list_entries("sales", ref, "tree/", after="", limit=10)] == []
+
+
+def test_rmdir_from_memory_leaves_what_memory_cannot_decide_to_a_worker(backend, tmp_path, make_driver):
+    backend.put_object("sales", "main", "implied/file.txt", b"a directory without a marker")
+    backend.put_object("sales", "main", "implied/empty/", b"")
+    fs = LakeFilesystem(backend, spool_dir=str(tmp_path / "s"))
+    d = make_driver(fs)
+    d.write("sales/main/warm.txt", b"the first upload learns that storage is local")
+    d.listdir("sales/main")
+    root = d.ino("sales/main")
+    fs.mkdir(root, "fresh", 0o755, blocking=False)
+    with pytest.raises(WouldBlock):  # its marker still waits for the stager
+        fs.rmdir(root, "fresh", blocking=False)
+    with pytest.raises(WouldBlock):  # never looked up
+        fs.rmdir(root, "elsewhere", blocking=False)
+    with pytest.raises(OSError) as not_dir:
+        fs.rmdir(root, "warm.txt", blocking=False)
+    assert not_dir.value.errno == errno.ENOTDIR
+    d.listdir("sales/main/implied")
+    d.listdir("sales/main/implied/empty")
+    with pytest.raises(WouldBlock):  # its parent has no marker: may need one
+        fs.rmdir(d.ino("sales/main/implied"), "empty", blocking=False)
+    fs.rmdir(root, "fresh")  # the blocking way still works
+    assert "fresh" not in d.listdir("sales/main")
 
 
 def test_a_rename_memory_cannot_decide_waits_for_a_worker_and_changes_nothing(fs, drive, backend):

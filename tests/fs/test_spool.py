@@ -1,6 +1,7 @@
 """Spool files: write-behind (queued appends written by a background thread, with O_DIRECT
 blocks where the filesystem allows it) stays byte-for-byte coherent with ordinary writes,
-fails for good on a write error, and feeds a SpoolTail from memory."""
+fails for good on a write error, and feeds a SpoolTail from memory; a SpoolReserve hands out
+spools whose files a thread of its own made ahead."""
 
 from __future__ import annotations
 
@@ -9,11 +10,13 @@ import hashlib
 import os
 import subprocess
 import threading
+import time
 
 import pytest
 
 import lakefuse.fs.spool as spool_module
-from lakefuse.fs.spool import Spool, SpoolTail
+from lakefuse.errors import StorageError
+from lakefuse.fs.spool import Spool, SpoolReserve, SpoolTail
 
 
 def file_bytes(spool: Spool) -> bytes:
@@ -228,3 +231,65 @@ def test_small_appends_reach_the_writer_thread_in_big_pieces(tmp_path):
     assert spool.read(0, len(expected)) == bytes(expected)  # drains what is still gathered
     assert len(pieces) <= 5 and sum(length for _, length in pieces) == len(expected)
     spool.close()
+
+
+def _wait_until(predicate, timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while not predicate() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return predicate()
+
+
+def test_a_reserve_hands_out_spools_made_ahead_and_deletes_the_waiting_ones_at_close(tmp_path):
+    reserve = SpoolReserve(str(tmp_path), size=4)
+    first = reserve.new()  # none made yet: made here, and the reserve starts filling
+    assert _wait_until(lambda: reserve.waiting() == 4)
+    made_ahead = {str(path) for path in tmp_path.rglob("spool-*")} - {first.path}
+    spools = [reserve.new() for _ in range(3)]
+    assert {spool.path for spool in spools} <= made_ahead  # taken from the reserve
+    assert len({spool.path for spool in spools + [first]}) == 4
+    for number, spool in enumerate(spools + [first]):
+        spool.write(0, b"bytes %d" % number)
+        assert spool.read(0, 100) == b"bytes %d" % number and os.fstat(spool.fd).st_size == 7
+    assert _wait_until(lambda: reserve.waiting() == 4)  # refilled
+    reserve.close()
+    kept = {spool.path for spool in spools + [first]}
+    assert {str(path) for path in tmp_path.rglob("spool-*")} == kept  # the waiting ones are gone
+    for spool in spools + [first]:
+        spool.close()
+    assert list(tmp_path.rglob("spool-*")) == []
+    after = reserve.new()  # still works, made on the spot
+    assert os.path.dirname(after.path) == str(tmp_path) and reserve.waiting() == 0
+    after.close()
+
+
+def test_a_reserve_that_cannot_create_files_reports_it_at_new(tmp_path):
+    reserve = SpoolReserve(str(tmp_path / "gone"), size=2)  # its directory was removed
+    with pytest.raises(StorageError, match="cannot create a spool file"):
+        reserve.new()
+    reserve.close()
+
+
+def test_a_reserve_thread_stops_when_idle_and_the_next_spool_starts_another(tmp_path, monkeypatch):
+    monkeypatch.setattr(spool_module, "RESERVE_IDLE_SECONDS", 0.05)
+    reserve = SpoolReserve(str(tmp_path), size=2)
+    reserve.new().close()
+    assert _wait_until(lambda: reserve.waiting() == 2 and reserve._thread is None)
+    taken = [reserve.new(), reserve.new()]  # both made ahead; the second asks for more
+    assert _wait_until(lambda: reserve.waiting() == 2)
+    for spool in taken:
+        spool.close()
+    reserve.close()
+    assert list(tmp_path.rglob("spool-*")) == []
+
+
+def test_a_spool_handed_over_to_storage_leaves_its_old_path_alone_at_close(tmp_path):
+    spool = Spool(str(tmp_path))
+    spool.write(0, b"an object now")
+    spool.seal()
+    os.rename(spool.path, tmp_path / "object")  # storage took the file
+    (tmp_path / spool.path).write_bytes(b"somebody else's")  # a new file at the old name
+    spool.handed_over()
+    spool.close()
+    assert (tmp_path / spool.path).read_bytes() == b"somebody else's"
+    assert (tmp_path / "object").read_bytes() == b"an object now"

@@ -1,5 +1,6 @@
 """Tree: listing pages are kept (a second listing of a directory costs no backend call) until
-they expire on a branch, or a change made through the tree touches the directory."""
+they expire on a branch, or a change made through the tree touches the directory; a directory
+known whole is then listed from memory."""
 
 from __future__ import annotations
 
@@ -52,12 +53,13 @@ def test_a_change_through_the_tree_drops_the_pages_of_its_directory():
     calls = backend.calls["list_entries"]
     backend.put_object("sales", "main", "d/new", b"n")  # staged; the tree learns it from us:
     tree.remember("d/new", PathStat(False, None))
+    assert "d" not in tree._pages  # its pages are gone; known whole, it is listed from memory
     assert "new" in names(tree.list_dir("d", "", 100))
     tree.list_dir("other", "", 100)  # another directory: still kept
-    assert backend.calls["list_entries"] == calls + 1
+    assert backend.calls["list_entries"] == calls
     tree.forget("d/f00")
     tree.list_dir("d", "", 100)
-    assert backend.calls["list_entries"] == calls + 2
+    assert backend.calls["list_entries"] == calls + 1
 
 
 def test_pages_of_a_branch_expire_with_its_timeout(monkeypatch):
@@ -86,3 +88,38 @@ def test_kept_pages_are_bounded_by_entries_not_directories():
     tree.list_dir("d", "", 20)
     tree.list_dir("other", "", 20)
     assert backend.calls["list_entries"] == calls + 3
+
+
+def test_a_directory_made_here_stays_known_whole_through_its_own_changes_until_removed():
+    backend, tree = make_tree(ttl=None)
+    made = PathStat(True, None)
+    tree.remember_empty_dir("new", made, pending=True)
+    assert tree.cached("new/x") is not None and tree.cached("new/x")[0] is None  # missing, from memory
+    tree.remember("new", PathStat(True, None))  # its mode or times set: what it holds is unchanged
+    assert tree.cached("new/x") is not None and tree.cached("new/x")[0] is None
+    tree.remember("new", None)  # removed: nothing is known of it any more
+    tree.remember("new", PathStat(False, None))  # a file of that name now
+    assert tree.cached("new/x") is None
+
+
+def test_a_directory_known_whole_is_listed_from_memory_after_changes_drop_its_pages():
+    backend, tree = make_tree(ttl=None)
+    whole = tree.list_dir("d", "", 100)
+    assert whole[2] is True  # listed to its end: known whole
+    tree.remember("d/new", PathStat(False, None), pending=True)  # written here: the pages go
+    tree.remember("d/f03", None, pending=True)  # and unlinked here
+    tree.remember("d/sub", PathStat(True, None))  # a directory made here
+    calls = backend.calls["list_entries"]
+    assert "new" not in names(tree.list_dir("d", "", 100))  # waits for the stager: served apart
+    assert backend.calls["list_entries"] == calls + 1
+    tree.staged("d/new", None)
+    calls = backend.calls["list_entries"]
+    rows, last, exhausted = tree.list_dir("d", "", 100)
+    expected = sorted([f"f{i:02d}" for i in range(30) if i != 3] + ["new", "sub"])
+    assert [name for name, _key, _stat in rows] == expected and exhausted and last == "d/sub/"
+    assert [key for _name, key, _stat in rows][-1] == "d/sub/"  # a directory's key ends with '/'
+    assert names(tree.list_dir("d", "d/f20", 100)) == [f"f{i:02d}" for i in range(21, 30)] + ["new", "sub"]
+    assert backend.calls["list_entries"] == calls
+    tree.forget("d/f07")  # another writer changed it: only the backend can tell
+    assert names(tree.list_dir("d", "", 100))[:3] == ["f00", "f01", "f02"]
+    assert backend.calls["list_entries"] == calls + 1
