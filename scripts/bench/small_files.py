@@ -310,7 +310,15 @@ def bench(workdir: Path, runs: int, n_files: int, tree_files: int, big: int, new
                         system.record("grep cold", grep(d / "cp", needles))
                     else:
                         cold_ok = False
-                    run(["rm", "-rf", str(d)])  # untimed: the next run starts without this one's files
+                    for attempt in range(3):  # untimed: the next run starts without this one's files
+                        settle(system)
+                        try:
+                            run(["rm", "-rf", str(d)])
+                            break
+                        except RuntimeError:  # rclone's VFS may answer EIO while it writes back
+                            if attempt == 2:
+                                raise
+                            time.sleep(1)
                     print(f"  run {r + 1}/{runs} {system.label}: done ({time.monotonic() - started:.0f} s)", flush=True)
 
             # the Nth file in a big directory: filled once per system (untimed), then each run
