@@ -47,6 +47,7 @@ COPY_CHUNK = 4 * 1024 * 1024
 _CREATE_ATTEMPTS = 16
 #: empty spool files a mount keeps made ahead (``SpoolReserve``)
 RESERVE_SPOOLS = 32
+#: subdirectories of the spool directory they are spread over (see ``SpoolReserve``)
 RESERVE_DIRECTORIES = 8
 #: seconds without a spool taken after which the reserve's thread stops
 RESERVE_IDLE_SECONDS = 60.0
