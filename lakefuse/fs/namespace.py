@@ -135,10 +135,8 @@ class Namespace:
         if (not tree.known_empty(path) or tree.waits_for_stager(path)
                 or self._unstaged.any_under(tree, path)):
             raise WouldBlock
-        if parent.path:
-            kept = tree.cached(parent.path)
-            if kept is None or kept[0] is None or kept[0].entry is None:
-                raise WouldBlock  # the parent may need a marker: the backend is asked
+        if not _keeps_its_marker(tree, parent.path):
+            raise WouldBlock  # the parent may need a marker: the backend is asked
         stored = stat.entry is not None
         if stored:
             self._stager.put(tree, dir_prefix(path), None)
@@ -186,10 +184,8 @@ class Namespace:
             raise OSError(errno.ENOENT, path)
         if stat is not None and stat.is_dir:
             raise OSError(errno.EISDIR, path)
-        if not blocking and parent.path:
-            kept = tree.cached(parent.path)
-            if kept is None or kept[0] is None or kept[0].entry is None:
-                raise WouldBlock  # the directory may need a marker: the backend is asked
+        if not blocking and not _keeps_its_marker(tree, parent.path):
+            raise WouldBlock  # the directory may need a marker: the backend is asked
         self._keep_parent(tree, parent.path, gone=[path])
         stored = stat is not None and stat.entry is not None
         if stored:  # the deletion waits for the stager's next batch, with the new files (rm -r)
@@ -294,10 +290,8 @@ class Namespace:
                 raise OSError(errno.EEXIST, new_path)
             if new_stat.is_dir:
                 raise WouldBlock  # EISDIR or not: the backend says
-        if old_parent_path:
-            kept = tree.cached(old_parent_path)
-            if kept is None or kept[0] is None or kept[0].entry is None:
-                raise WouldBlock  # the directory may need a marker: the backend is asked
+        if old_parent_path is not None and not _keeps_its_marker(tree, old_parent_path):
+            raise WouldBlock  # the directory may need a marker: the backend is asked
         node = self._inodes.find(tree, old_path)
         if node is None:
             raise WouldBlock  # no inode the kernel knows (it looks a name up before renaming it)
@@ -404,3 +398,12 @@ class Namespace:
         node = self._inodes.find(tree, parent_path)
         if node is not None and node.kind is NodeKind.DIR:
             node.stat = PathStat(True, marker)
+
+
+def _keeps_its_marker(tree: Tree, directory: str) -> bool:
+    """Whether memory knows that ``directory`` has a marker of its own (or is the ref's root),
+    so removing an entry from it never needs a marker made there (``_keep_parent``)."""
+    if not directory:
+        return True
+    kept = tree.cached(directory)
+    return kept is not None and kept[0] is not None and kept[0].entry is not None

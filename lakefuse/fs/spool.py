@@ -243,8 +243,7 @@ class SpoolReserve:
 
     def new(self) -> "Spool":
         """An empty spool: one made ahead if one waits, else made now."""
-        fd = -1
-        while fd < 0:
+        while True:
             try:
                 path = self._ready.popleft()
             except IndexError:
@@ -252,6 +251,7 @@ class SpoolReserve:
                 break
             try:  # an open without O_CREAT: a few microseconds
                 fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+                break
             except OSError:
                 continue  # deleted by hand meanwhile: the next one
         if len(self._ready) <= self._size // 2 and not self._closed:
