@@ -372,9 +372,11 @@ class Catalog:
         checksum: str | None = None,
         move: bool = False,
         durable: bool = True,
+        source_fd: int | None = None,
     ) -> Entry:
         """Store a local file's bytes as a new object of the repository and return its entry;
-        nothing is staged (``stage_entries`` does that).  The options are ``upload_file``'s."""
+        nothing is staged (``stage_entries`` does that).  The options are ``upload_file``'s;
+        ``source_fd``: a descriptor of the file the caller holds open (see ``put_file``)."""
         metadata = string_map(metadata, "user metadata")
         if checksum is not None and not is_content_checksum(checksum):
             raise InvalidArgument(f"checksum must be a content_hasher() digest ('blake3:' and 64 hex digits), "
@@ -383,7 +385,7 @@ class Catalog:
             checksum = _file_checksum(local_path)
         address = self._new_address()
         stored = self.repository_block(repo_id).put_file(address, os.fspath(local_path), move=move,
-                                                            durable=durable)
+                                                            durable=durable, source_fd=source_fd)
         return self._new_entry(address, stored.size, checksum, content_type, metadata, mtime)
 
     def sync(self, repo_id: str) -> None:

@@ -98,7 +98,8 @@ class BlockAdapter(abc.ABC):
         """Store ``data`` under ``key`` atomically (readers see the old or the new object)."""
 
     @abc.abstractmethod
-    def put_file(self, key: str, path: str, move: bool = False, durable: bool = True) -> ObjectStat:
+    def put_file(self, key: str, path: str, move: bool = False, durable: bool = True,
+                 source_fd: int | None = None) -> ObjectStat:
         """Store the contents of a local file, streaming (multipart on S3): never whole in RAM.
         With ``move`` the file is consumed: the local adapter renames it into place when it is
         on the same filesystem (no copy; the caller must not change the file's bytes through
@@ -106,7 +107,9 @@ class BlockAdapter(abc.ABC):
         object is readable by every process and ``path`` is gone; if it raises, ``path`` may or
         may not remain.  With ``durable`` (the default) the object also survives a crash of
         the machine once this returns; without, that waits for the next ``sync()`` (the local
-        adapter then skips its fsyncs; storage that is durable on every put ignores it)."""
+        adapter then skips its fsyncs; storage that is durable on every put ignores it).
+        ``source_fd``: a descriptor of ``path`` the caller holds open (and closes), which the
+        local adapter uses instead of opening the file again; others may ignore it."""
 
     @abc.abstractmethod
     def put_stream(self, key: str, stream: BinaryIO) -> ObjectStat:

@@ -35,18 +35,23 @@ from lakefuse.errors import InvalidArgument, NameTooLong, ObjectNotFound, Storag
 
 COPY_BUFFER_BYTES = 1024 * 1024
 _MAX_PUT_ATTEMPTS = 16  # a concurrent delete may prune the parent directory under a put
+_KNOWN_DIRS_MAX = 4096  # directories remembered as existing (``_make_dirs``)
 _NOT_AN_OBJECT_ERRNOS = (errno.ENOENT, errno.ENOTDIR, errno.EISDIR)
 _NO_FAST_COPY_ERRNOS = (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.EPERM, errno.EBADF)
 
 
 class LocalBlockAdapter(BlockAdapter):
-    """Object storage in a local directory; thread-safe (no state besides the root)."""
+    """Object storage in a local directory; thread-safe (its only state besides the root is
+    the set of directories known to exist, a hint: a put that finds one gone makes it again)."""
 
     def __init__(self, root: str | os.PathLike, transfer: TransferSettings | None = None):
         self.root = os.path.normpath(os.path.abspath(os.fspath(root)))
         self.uri = "local://" + self.root
         # the local adapter streams through a fixed buffer; transfer settings matter to S3 only
         self.transfer = transfer or TransferSettings()
+        #: directories this adapter saw or made (a stat saved per put; a concurrent delete that
+        #: prunes one is found by the put's FileNotFoundError, which drops it from here)
+        self._known_dirs: set[str] = set()
 
     def __repr__(self) -> str:
         return f"LocalBlockAdapter({self.uri!r})"
@@ -57,17 +62,21 @@ class LocalBlockAdapter(BlockAdapter):
         view = memoryview(data)
         return self._atomic_write(key, lambda fd: _write_all(fd, view))
 
-    def put_file(self, key: str, path: str, move: bool = False, durable: bool = True) -> ObjectStat:
+    def put_file(self, key: str, path: str, move: bool = False, durable: bool = True,
+                 source_fd: int | None = None) -> ObjectStat:
         check_key(key)
-        src_fd = _open_source(path)
+        src_fd = _open_source(path) if source_fd is None else source_fd
         try:
             if move:
                 stat = self._rename_into_place(key, path, src_fd, durable)
                 if stat is not None:
                     return stat
+            if source_fd is not None:
+                os.lseek(src_fd, 0, os.SEEK_SET)  # _copy_fd copies from the current position
             stat = self._atomic_write(key, lambda fd: _copy_fd(src_fd, fd), durable)
         finally:
-            os.close(src_fd)
+            if source_fd is None:
+                os.close(src_fd)
         if move:
             _unlink_quietly(path)
         return stat
@@ -98,6 +107,7 @@ class LocalBlockAdapter(BlockAdapter):
             except FileNotFoundError:
                 if not os.path.exists(path):
                     raise StorageError(f"local storage put {key!r}: {path} disappeared while being moved") from None
+                self._known_dirs.discard(parent)
                 continue  # a concurrent delete pruned a directory on our path: create it again
             except IsADirectoryError:
                 raise StorageError(f"local storage cannot put {key!r}: it is a directory holding other objects") from None
@@ -169,6 +179,7 @@ class LocalBlockAdapter(BlockAdapter):
                 tmp = os.path.join(parent, RESERVED_SEGMENT_PREFIX + secrets.token_hex(8))
                 return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666), tmp
             except FileNotFoundError:
+                self._known_dirs.discard(parent)
                 continue  # a concurrent delete pruned a directory on our path: create it again
             except OSError as exc:
                 raise _storage_error("put", key, exc) from None
@@ -176,7 +187,12 @@ class LocalBlockAdapter(BlockAdapter):
 
     def _make_dirs(self, key: str, directory: str) -> None:
         """Create ``directory`` and missing parents, fsyncing each parent of a new directory."""
+        if directory in self._known_dirs:
+            return
         if os.path.isdir(directory):
+            if len(self._known_dirs) >= _KNOWN_DIRS_MAX:
+                self._known_dirs.clear()
+            self._known_dirs.add(directory)
             return
         missing = []
         while True:

@@ -133,7 +133,8 @@ class S3BlockAdapter(BlockAdapter):
             return self._put_small(key, full_key, bytes(data))
         return self._put_multipart(key, full_key, io.BytesIO(data))
 
-    def put_file(self, key: str, path: str, move: bool = False, durable: bool = True) -> ObjectStat:
+    def put_file(self, key: str, path: str, move: bool = False, durable: bool = True,
+                 source_fd: int | None = None) -> ObjectStat:
         stat = self._put_file(key, path)  # an S3 PUT is durable once answered: ``durable`` changes nothing
         if move:  # uploaded: the local file is no longer needed
             try:

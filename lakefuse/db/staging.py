@@ -236,9 +236,12 @@ class SqlStagingStore:
             return ...
         return _value_of(key, row.identity, row.value, row.is_tombstone)
 
-    def iterate(self, token: StagingToken, from_key: bytes = b"") -> Iterator[tuple[bytes, ValueRecord | None]]:
+    def iterate(self, token: StagingToken, from_key: bytes = b"",
+                until: bytes | None = None) -> Iterator[tuple[bytes, ValueRecord | None]]:
         columns = (_staging.c.key, _staging.c.identity, _staging.c.value, _staging.c.is_tombstone)
         base = select(*columns).where(_staging.c.token == token)
+        if until is not None:
+            base = base.where(_staging.c.key < key_bytes(until))
         condition = _staging.c.key >= key_bytes(from_key)
         while True:
             with self._db.read() as conn:

@@ -76,6 +76,17 @@ class AppBackend:
         except ObjectNotFound:
             return None
 
+    def get_entry_or_child(self, repo: str, ref: MountRef, key: str) -> tuple[Entry | None, ListedItem | None]:
+        # one read of the branch (and one check that it did not move) where get_entry and
+        # list_entries(key + "/", limit=1) made two: a lookup of a name memory cannot answer
+        record, child = self.graveler.lookup_path(repo, self._ref(ref), key.encode(), (key + "/").encode())
+        if record is not None:
+            return record_to_entry(record), None
+        if child is None:
+            return None, None
+        child_key, child_record = child
+        return None, ListedItem(child_key.decode(), None if child_record is None else record_to_entry(child_record))
+
     def list_entries(self, repo: str, ref: MountRef, prefix: str, after: str = "", limit: int = 1000,
                      delimiter: str = "/") -> list[ListedItem]:
         # straight from the Graveler's records (what Catalog.list_objects does, minus its own
@@ -94,9 +105,9 @@ class AppBackend:
 
     def store_file(self, repo: str, path: str, *, mtime: int, metadata: Mapping[str, str],
                    content_type: str | None = None, checksum: str | None = None, move: bool = False,
-                   durable: bool = True) -> Entry:
+                   durable: bool = True, source_fd: int | None = None) -> Entry:
         return self.catalog.store_file(repo, path, mtime=mtime, metadata=dict(metadata), content_type=content_type,
-                                       checksum=checksum, move=move, durable=durable)
+                                       checksum=checksum, move=move, durable=durable, source_fd=source_fd)
 
     def sync(self, repo: str) -> None:
         self.catalog.sync(repo)

@@ -99,6 +99,9 @@ class LakeBackend(Protocol):
     def get_entry(self, repo: str, ref: MountRef, key: str) -> Entry | None:
         """The object at ``key``; for a branch the live state (staging over its head)."""
 
+    # optional: ``get_entry_or_child(repo, ref, key) -> (entry, None) | (None, first item under
+    # key + "/") | (None, None)``, both questions of a lookup in one read (``Tree.stat``)
+
     def list_entries(self, repo: str, ref: MountRef, prefix: str, after: str = "", limit: int = 1000,
                      delimiter: str = "/") -> list[ListedItem]:
         """Up to ``limit`` items with key starting with ``prefix`` and greater than ``after``,
@@ -118,9 +121,10 @@ class LakeBackend(Protocol):
 
     def store_file(self, repo: str, path: str, *, mtime: int, metadata: Mapping[str, str],
                    content_type: str | None = None, checksum: str | None = None, move: bool = False,
-                   durable: bool = True) -> Entry:
+                   durable: bool = True, source_fd: int | None = None) -> Entry:
         """Like ``upload_file``, staging nothing: the entry of the new object, for
-        ``stage_entries``."""
+        ``stage_entries``.  ``source_fd``: a descriptor of ``path`` the caller holds open (and
+        closes), so storage on this machine need not open the file again."""
 
     def sync(self, repo: str) -> None:
         """Make everything stored and staged in the repository so far durable (fsync(2))."""

@@ -141,7 +141,9 @@ class OpenFile:
         (unless a utime set one since)."""
         spool = self.spool
         if spool is not None and spool.kernel_writes and not spool.sealed and not self.mtime_explicit:
-            return spool.mtime_ns()
+            written = spool.write_time_ns()
+            if written is not None:
+                return written
         return self.mtime_ns
 
 

@@ -199,7 +199,7 @@ class MemoryBackend:
 
     def store_file(self, repo: str, path: str, *, mtime: int, metadata: Mapping[str, str],
                    content_type: str | None = None, checksum: str | None = None, move: bool = False,
-                   durable: bool = True) -> Entry:
+                   durable: bool = True, source_fd: int | None = None) -> Entry:
         self.calls["store_file"] += 1
         self.calls["store_file durable"] += durable
         self.calls["store_file with checksum"] += checksum is not None

@@ -228,12 +228,16 @@ class SpoolReserve:
     The files are spread over ``RESERVE_DIRECTORIES`` subdirectories: a create holds its
     directory locked while the filesystem picks an inode, and storing a file renames its spool
     out of that directory (with one directory, a store waited for the create in progress and
-    took twice as long)."""
+    took twice as long).  ``new`` hands out the file made last: the thread is making the next
+    one in another directory.  Taking the oldest (first made, first out) kept the two in step
+    in the same directory, the reserve's size being a multiple of their number, and storing a
+    file took 220 µs instead of 90–110."""
 
     def __init__(self, directory: str, size: int = 0):
         self.directory = directory
         self._size = size if size > 0 else RESERVE_SPOOLS
-        self._ready: deque[str] = deque()  # paths only: a mount holds no descriptor for them
+        #: (path, mtime) of each file made ahead: paths only, a mount holds no descriptor for them
+        self._ready: deque[tuple[str, int]] = deque()
         self._wanted = threading.Event()
         self._closed = False
         self._thread: threading.Thread | None = None
@@ -243,11 +247,13 @@ class SpoolReserve:
 
     def new(self) -> "Spool":
         """An empty spool: one made ahead if one waits, else made now."""
+        made_mtime_ns = None
         while True:
             try:
-                path = self._ready.popleft()
+                path, made_mtime_ns = self._ready.pop()  # the newest: see the class's docstring
             except IndexError:
                 path, fd = _create_spool_file(self.directory)
+                made_mtime_ns = None  # just made: its mtime is the create's
                 break
             try:  # an open without O_CREAT: a few microseconds
                 fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
@@ -258,6 +264,7 @@ class SpoolReserve:
             self._ask_for_more()
         spool = Spool.__new__(Spool)
         spool._start(path, fd, 0)
+        spool.made_mtime_ns = made_mtime_ns
         return spool
 
     def waiting(self) -> int:
@@ -288,8 +295,11 @@ class SpoolReserve:
                     path, fd = _create_spool_file(self._subdirectory(self._made % RESERVE_DIRECTORIES))
                 except (StorageError, OSError):
                     break  # a full disk: ``new`` makes its own and reports it
-                os.close(fd)
-                self._ready.append(path)
+                try:
+                    made_mtime_ns = os.fstat(fd).st_mtime_ns
+                finally:
+                    os.close(fd)
+                self._ready.append((path, made_mtime_ns))
                 if self._closed:  # ``close`` may have emptied the queue before this append
                     self._discard_waiting()
 
@@ -312,7 +322,7 @@ class SpoolReserve:
     def _discard_waiting(self) -> None:
         while True:
             try:
-                path = self._ready.popleft()
+                path, _ = self._ready.popleft()
             except IndexError:
                 return
             with contextlib.suppress(OSError):
@@ -356,6 +366,9 @@ class Spool:
         #: the kernel writes into the file too (FUSE passthrough writes): its size and mtime
         #: are the file's, asked with fstat
         self.kernel_writes = False
+        #: the mtime of a file made ahead (``SpoolReserve``) when it was made: while the file
+        #: still has it, nothing was written into it since (see ``write_time_ns``)
+        self.made_mtime_ns: int | None = None
         self.listener: Callable[[int, bytes], None] | None = None
         # write-behind: (offset, bytes) in order, their total, the thread writing them, whether
         # it holds staged bytes not in the file yet, and the error that failed the spool
@@ -509,9 +522,14 @@ class Spool:
             return os.fstat(self.fd).st_size
         return self._size
 
-    def mtime_ns(self) -> int:
-        """The file's mtime (kernel-written spools: the time of the last write)."""
-        return os.fstat(self.fd).st_mtime_ns
+    def write_time_ns(self, mtime_ns: int | None = None) -> int | None:
+        """The time of the last write into the file (its mtime; ``mtime_ns``: one just read
+        with fstat), or None if it was made ahead and nothing was written into it since: its
+        mtime is then when the reserve made it, up to a minute before the file it holds was
+        created."""
+        if mtime_ns is None:
+            mtime_ns = os.fstat(self.fd).st_mtime_ns
+        return None if mtime_ns == self.made_mtime_ns else mtime_ns
 
     def signature(self) -> tuple[int, int, int]:
         """(size, mtime, ctime) of the file: changes with every write and truncate, by the

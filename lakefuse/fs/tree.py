@@ -55,6 +55,9 @@ MAX_NAME_BYTES = 255
 #: page, and the most once pages keep being used up
 PREFETCH_FIRST = 64
 PREFETCH_MOST = 1000
+#: after a page fetched ahead went unused (lookups in random order), how many ascending finds
+#: in a row it takes to fetch one again
+PREFETCH_RETRY_RUN = 4
 #: the most entries a directory may hold to be listed whole after two lookups there
 SMALL_DIRECTORY = 2048
 #: listings of directories from their first name on a tree follows at once (see ``list_dir``)
@@ -179,6 +182,7 @@ class Tree:
     def __init__(self, backend: LakeBackend, repo: str, ref: MountRef, *, writable: bool,
                  ttl: float | None, metadata_entries: int = METADATA_ENTRIES, change_feed=None):
         self.backend = backend
+        self._get_entry_or_child = getattr(backend, "get_entry_or_child", None)  # optional (LakeBackend)
         self.repo = repo
         self.ref = ref
         self.writable = writable
@@ -201,11 +205,16 @@ class Tree:
         #: directories too big to be learnt whole in one page (see _learn_small_directory)
         self._big_dirs: cachetools.LRUCache = cachetools.LRUCache(maxsize=10_000)
         self._last_asked_dir: str | None = None
-        # ascending lookups (see stat()): the last name found, the end of the last page fetched
-        # after one, and the size of the next page
+        # ascending lookups (see _found): the last name found, the end of the last page fetched
+        # after one, the size of the next page, how many ascending finds in a row it takes
+        # and there are, and the answers memory gave (all, and when the last page came)
         self._last_found: str | None = None
         self._prefetched_to: str | None = None
         self._prefetch_size = PREFETCH_FIRST
+        self._prefetch_run = 1
+        self._ascending = 0
+        self._memory_answers = 0
+        self._memory_answers_at_prefetch = 0
         #: ``LakeBackend.branch_changes`` of a watched branch, and where the last poll left off
         self.change_feed = change_feed
         self.change_cursor: object | None = None
@@ -242,6 +251,7 @@ class Tree:
         with self._lock:
             hit = self._cache.get(path)
             if hit is not None and hit[1] > now:
+                self._memory_answers += 1
                 return hit
             parent, _, name = path.rpartition("/")
             children = self._complete.get(parent)
@@ -390,17 +400,20 @@ class Tree:
         with self._lock:
             changes = self._changes
             pending_before = self._pending.get(path, _NOT_PENDING)
-        entry = self.backend.get_entry(self.repo, self.ref, path)
+        prefix = dir_prefix(path)
+        if self._get_entry_or_child is not None:  # one read of the backend, not two
+            entry, first = self._get_entry_or_child(self.repo, self.ref, path)
+        else:
+            entry, first = self.backend.get_entry(self.repo, self.ref, path), None
+            if entry is None:
+                items = self.backend.list_entries(self.repo, self.ref, prefix, limit=1)
+                first = items[0] if items else None
         if entry is not None:
             stat = PathStat(False, entry)
+        elif first is not None:
+            stat = PathStat(True, first.entry if first.key == prefix else None)
         else:
-            prefix = dir_prefix(path)
-            items = self.backend.list_entries(self.repo, self.ref, prefix, limit=1)
-            if items:
-                first = items[0]
-                stat = PathStat(True, first.entry if first.key == prefix else None)
-            else:
-                stat = None
+            stat = None
         expires = self._expiry()
         parent, _, name = path.rpartition("/")
         with self._lock:
@@ -446,18 +459,33 @@ class Tree:
     def _found(self, path: str) -> None:
         """A lookup found ``path`` in the backend: after a name found just before it in the
         same directory, fetch the names that follow (remembered by ``list_dir``), in a page
-        twice as big as the last if lookups went past that one (else the first size)."""
+        twice as big as the last if lookups walked through that one (else the first size).
+        Lookups that went past the last page without using it (names asked in random order, in
+        a directory too big to be learnt whole) fetch none until ``PREFETCH_RETRY_RUN``
+        ascending finds in a row say a walk began: each page cost them a listing for nothing."""
         last, self._last_found = self._last_found, path
         parent = path.rpartition("/")[0]
         if last is None or last >= path or last.rpartition("/")[0] != parent:
+            self._ascending = 0
             return
+        self._ascending += 1
         reached = self._prefetched_to
         if reached is not None and reached.rpartition("/")[0] == parent and path > reached:
+            used = self._memory_answers - self._memory_answers_at_prefetch
+            if used < self._prefetch_size // 2:  # jumped over the page: not a walk
+                self._prefetched_to = None
+                self._prefetch_run = PREFETCH_RETRY_RUN
+                self._ascending = 0
+                return
             self._prefetch_size = min(self._prefetch_size * 2, PREFETCH_MOST)
+            self._prefetch_run = 1
+        elif self._ascending < self._prefetch_run:
+            return
         else:
             self._prefetch_size = PREFETCH_FIRST
         _page, last_key, _exhausted = self.list_dir(parent, path, self._prefetch_size)
         self._prefetched_to = last_key.rstrip("/")
+        self._memory_answers_at_prefetch = self._memory_answers
 
     def kept_page(self, path: str, after: str, limit: int) -> tuple[list[tuple[str, str, PathStat]], str, bool] | None:
         """``list_dir(path, after, limit)`` if that page is kept in memory and fresh, or the

@@ -314,8 +314,9 @@ class Uploader:
                 if signature == of.kernel_signature:  # stored before, and not written since
                     self._stored_unchanged(of, durable)
                     return
-                if not of.mtime_explicit:
-                    of.mtime_ns = spool.mtime_ns()  # the time of the kernel's last write
+                written = spool.write_time_ns(signature[1])  # the time of the kernel's last write
+                if written is not None and not of.mtime_explicit:
+                    of.mtime_ns = written
             tail_result = self._finish_tail(of) if of.tail is not None else None
             # a new file's first entries wait for the stager's next batch, unless fsync asks
             deferred = not durable and self._state.unstaged.node(tree, node.path) is node
@@ -397,7 +398,7 @@ class Uploader:
             self.unsynced.add(tree.repo)
         entry = self._backend.store_file(tree.repo, spool.path, mtime=mtime, metadata=metadata,
                                          content_type=content_type, checksum=hasher.hexdigest() if hasher else None,
-                                         move=move, durable=durable)
+                                         move=move, durable=durable, source_fd=spool.fd)
         if move:
             spool.handed_over()
             self._owned.stored(tree, node.path, entry, cursor, hasher)

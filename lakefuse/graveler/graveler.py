@@ -386,6 +386,20 @@ class Graveler:
             raise ObjectNotFound(f"object {_show_key(key)!r} not found in {ref!r} of repository {repo_id!r}")
         return record
 
+    def lookup_path(self, repo_id: str, ref: str, key: bytes,
+                    children: bytes) -> tuple[ValueRecord | None, tuple[bytes, ValueRecord] | None]:
+        """What a file system asks of a name, in one read (re-checked like ``get``): the
+        record of ``key`` if there is one, else ``(None, first)`` with the first visible item
+        under ``children`` (``key`` + "/": a directory, whose marker object is its first key
+        when it has one), or ``(None, None)``."""
+        def read(view: RefView):
+            record, from_staging = view.lookup(key)
+            if record is not None:
+                return (record, None), from_staging
+            return (None, next(view.list(children), None)), False
+
+        return self._reads.read(self._repo(repo_id), ref, read)
+
     def list_objects(
         self,
         repo_id: str,

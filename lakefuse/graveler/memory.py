@@ -156,7 +156,8 @@ class MemoryStagingStore:
             stored = area.values[key]
         return None if stored is None else ValueRecord(key=key, identity=stored[0], value=stored[1])
 
-    def iterate(self, token: StagingToken, from_key: bytes = b"") -> Iterator[tuple[bytes, ValueRecord | None]]:
+    def iterate(self, token: StagingToken, from_key: bytes = b"",
+                until: bytes | None = None) -> Iterator[tuple[bytes, ValueRecord | None]]:
         position_after: bytes | None = None
         start = _key_bytes(from_key)
         while True:
@@ -170,6 +171,8 @@ class MemoryStagingStore:
                     index = bisect_right(area.keys, position_after)
                 page = [(key, area.values[key]) for key in area.keys[index : index + self.page_size]]
             for key, stored in page:
+                if until is not None and key >= until:
+                    return
                 yield key, (None if stored is None else ValueRecord(key=key, identity=stored[0], value=stored[1]))
             if len(page) < self.page_size:
                 return

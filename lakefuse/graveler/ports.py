@@ -145,8 +145,10 @@ class StagingStore(Protocol):
     def get(self, token: StagingToken, key: bytes) -> ValueRecord | None | type(Ellipsis):
         """The staged value, ``None`` for a tombstone, ``...`` (Ellipsis) if nothing is staged."""
 
-    def iterate(self, token: StagingToken, from_key: bytes = b"") -> Iterator[tuple[bytes, ValueRecord | None]]:
-        """Staged entries with key >= from_key in key order (tombstones included), paginated
+    def iterate(self, token: StagingToken, from_key: bytes = b"",
+                until: bytes | None = None) -> Iterator[tuple[bytes, ValueRecord | None]]:
+        """Staged entries with key >= from_key (and < ``until``, when given: a listing of a
+        prefix reads no page of rows beyond it) in key order (tombstones included), paginated
         internally so a million staged keys never sit in memory at once."""
 
     def drop(self, token: StagingToken) -> None:

@@ -92,8 +92,9 @@ class Overlay:
         return key, record
 
 
-def staging_layer(staging: StagingStore, token: StagingToken) -> Layer:
-    return lambda from_key: staging.iterate(token, from_key)
+def staging_layer(staging: StagingStore, token: StagingToken, until: bytes | None = None) -> Layer:
+    """The token's staged entries from a key on (below ``until``, when given)."""
+    return lambda from_key: staging.iterate(token, from_key, until)
 
 
 def committed_layer(committed: CommittedStore, metarange: MetaRangeID) -> Layer:
@@ -166,7 +167,12 @@ class RefView:
         the first key of its subtree) instead of None, when there is one."""
         if not self.tokens:  # a commit: one loop over the ranges (a listing's cost per entry)
             return self.committed.list_dir(self.metarange, prefix, delimiter, after, markers)
-        return _list(Overlay(self.layers(), _start_key(prefix, delimiter, after)), prefix, delimiter, markers)
+        # staged rows are read in pages: none beyond the prefix (a page of the keys after it
+        # cost a listing of a name's children a thousand rows in a big directory)
+        until = prefix_successor(prefix) if prefix else None
+        layers = [staging_layer(self.staging, token, until) for token in self.tokens]
+        layers.append(committed_layer(self.committed, self.metarange))
+        return _list(Overlay(layers, _start_key(prefix, delimiter, after)), prefix, delimiter, markers)
 
 
 def _start_key(prefix: bytes, delimiter: bytes, after: bytes) -> bytes:

@@ -184,6 +184,21 @@ class BlockAdapterContract:
         assert not source.exists()
         assert keys_of(adapter.list()) == ["dir/k"]
 
+    @pytest.mark.parametrize("move", [False, True])
+    def test_put_file_from_a_descriptor_the_caller_keeps_open(self, adapter, tmp_path, move):
+        source = tmp_path / "spool"
+        fd = os.open(source, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            os.pwrite(fd, b"written through the caller's descriptor", 0)
+            os.lseek(fd, 7, os.SEEK_SET)  # wherever the caller left it: the whole file is stored
+            stat = adapter.put_file("fd/k", str(source), move=move, source_fd=fd)
+            assert stat.size == 39
+            assert adapter.get("fd/k") == b"written through the caller's descriptor"
+            assert source.exists() is not move
+            os.fstat(fd)  # still the caller's to close
+        finally:
+            os.close(fd)
+
     def test_put_file_with_move_of_a_missing_file_is_invalid(self, adapter, tmp_path):
         with pytest.raises(InvalidArgument, match="missing.txt"):
             adapter.put_file("k", str(tmp_path / "missing.txt"), move=True)

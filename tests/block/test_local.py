@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 import threading
 
 import pytest
@@ -188,3 +189,15 @@ def test_a_hard_linked_or_symlinked_file_is_copied_not_moved(store, tmp_path):
     store.put_file("soft", str(symlink), move=True)
     assert store.get("soft") == b"shared inode"
     assert not os.path.lexists(symlink) and other_name.read_bytes() == b"shared inode"
+
+
+def test_a_put_makes_again_a_directory_removed_after_an_earlier_put_made_it(store, tmp_path):
+    for round in range(2):  # the adapter remembers the directory it made: a delete pruned it since
+        source = tmp_path / f"source{round}"
+        source.write_bytes(b"round %d" % round)
+        store.put_file(f"pruned/deep/k{round}", str(source), move=bool(round))
+        assert store.get(f"pruned/deep/k{round}") == b"round %d" % round
+        store.delete(f"pruned/deep/k{round}")
+        shutil.rmtree(os.path.join(store.root, "pruned"), ignore_errors=True)
+    store.put("pruned/deep/put", b"and a put")
+    assert store.get("pruned/deep/put") == b"and a put"

@@ -70,6 +70,16 @@ def test_iterate_from_key(staging):
     assert list(staging.iterate("empty-token")) == []
 
 
+def test_iterate_until_stops_below_the_bound(staging):
+    staging.page_size = 2
+    keys = [b"dir/a", b"dir/b", b"dir/c", b"dir0", b"dir0/x", b"e"]
+    staging.set_many("t", [(key, rec(key)) for key in keys])
+    assert [k for k, _ in staging.iterate("t", b"dir/", until=b"dir0")] == [b"dir/a", b"dir/b", b"dir/c"]
+    assert [k for k, _ in staging.iterate("t", b"dir/b", until=b"dir/c")] == [b"dir/b"]
+    assert [k for k, _ in staging.iterate("t", b"dir/c\x00", until=b"dir0")] == []
+    assert [k for k, _ in staging.iterate("t", b"dir0", until=None)] == [b"dir0", b"dir0/x", b"e"]
+
+
 @pytest.mark.parametrize("count", [0, 1, 2, 3, 4, 6, 7, 10])
 def test_iterate_across_page_boundaries(staging, count):
     staging.page_size = 3

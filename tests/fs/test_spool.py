@@ -293,3 +293,20 @@ def test_a_spool_handed_over_to_storage_leaves_its_old_path_alone_at_close(tmp_p
     spool.close()
     assert (tmp_path / spool.path).read_bytes() == b"somebody else's"
     assert (tmp_path / "object").read_bytes() == b"an object now"
+
+
+def test_a_spool_made_ahead_has_no_write_time_until_something_writes_it(tmp_path):
+    reserve = SpoolReserve(str(tmp_path), size=2)
+    reserve.new().close()  # starts the filling
+    assert _wait_until(lambda: reserve.waiting() == 2)
+    spool = reserve.new()
+    # its mtime is when the reserve made it, maybe a minute before this file was created
+    assert spool.write_time_ns() is None
+    os.utime(spool.fd, ns=(1_000, 2_000_000_000))  # what a write by the kernel does to it
+    assert spool.write_time_ns() == 2_000_000_000
+    assert spool.write_time_ns(3_000_000_000) == 3_000_000_000  # an mtime the caller just read
+    made_here = Spool(str(tmp_path))  # made on the spot: its mtime is its create's
+    assert made_here.write_time_ns() == os.fstat(made_here.fd).st_mtime_ns
+    for each in (spool, made_here):
+        each.close()
+    reserve.close()

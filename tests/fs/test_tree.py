@@ -5,7 +5,7 @@ known whole is then listed from memory."""
 from __future__ import annotations
 
 from lakefuse.fs.memory import MemoryBackend
-from lakefuse.fs.tree import PathStat, Tree
+from lakefuse.fs.tree import SMALL_DIRECTORY, PathStat, Tree
 
 
 def make_tree(ttl, **options):
@@ -123,3 +123,37 @@ def test_a_directory_known_whole_is_listed_from_memory_after_changes_drop_its_pa
     tree.forget("d/f07")  # another writer changed it: only the backend can tell
     assert names(tree.list_dir("d", "", 100))[:3] == ["f00", "f01", "f02"]
     assert backend.calls["list_entries"] == calls + 1
+
+
+def big_directory_tree(names: int):
+    backend = MemoryBackend()
+    backend.create_repository("sales")
+    backend.put_entries("sales", "main", [(f"big/f{i:05d}", b"x") for i in range(names)])
+    ref = backend.resolve_ref("sales", "main")
+    return backend, Tree(backend, "sales", ref, writable=True, ttl=None)
+
+
+def test_lookups_in_random_order_in_a_big_directory_stop_fetching_pages_ahead():
+    import random
+
+    backend, tree = big_directory_tree(SMALL_DIRECTORY + 1000)  # too big to be learnt whole
+    order = list(range(SMALL_DIRECTORY + 1000))
+    random.Random(18).shuffle(order)
+    before = backend.calls["list_entries"]
+    for i in order[:300]:
+        assert tree.stat(f"big/f{i:05d}")[0] is not None
+    listed = backend.calls["list_entries"] - before
+    # one page when the directory turns out big, one ahead before the order shows it is not
+    # a walk, and a rare retry after a run of ascending finds (it was 14 pages, of up to
+    # 1,000 names, when every ascending find fetched one)
+    assert listed <= 4, listed
+
+
+def test_lookups_walking_a_big_directory_in_order_fetch_growing_pages_ahead():
+    backend, tree = big_directory_tree(SMALL_DIRECTORY + 1000)
+    before = (backend.calls["list_entries"], backend.calls["get_entry"])
+    for i in range(0, 3000):
+        assert tree.stat(f"big/f{i:05d}")[0] is not None
+    listed = backend.calls["list_entries"] - before[0]
+    read = backend.calls["get_entry"] - before[1]
+    assert listed <= 10 and read <= 10, (listed, read)  # pages of 64, 128, ... 1000 names

@@ -115,6 +115,26 @@ def test_closed_files_reach_other_processes_soon_and_fsynced_ones_at_once(branch
         assert catalog.read_object("sales", branch.name, "synced.txt") == b"synced"  # before close
 
 
+def test_a_new_file_has_the_time_of_its_create_or_last_write_not_of_its_spool(branch, lake_home):
+    # spool files are made ahead (SpoolReserve): one may have waited a while for its file
+    (branch / "first.txt").write_bytes(b"the reserve fills up now")
+    time.sleep(2.2)  # staged times are whole seconds: a spool's own time would show 2 s early
+    before = time.time()
+    (branch / "touched.txt").touch()
+    (branch / "written.txt").write_bytes(b"written")
+    for name in ("touched.txt", "written.txt"):
+        assert os.stat(branch / name).st_mtime >= int(before), name  # stored: whole seconds
+    deadline = time.monotonic() + 2.0  # stored with the same time
+    while True:
+        try:
+            stored = [lake_home.catalog.stat("sales", branch.name, name).mtime for name in ("touched.txt", "written.txt")]
+            break
+        except Exception:
+            assert time.monotonic() < deadline, "not staged within 2 s"
+            time.sleep(0.02)
+    assert all(mtime >= int(before) for mtime in stored), (stored, before)
+
+
 def test_commit_through_the_control_file(branch, lake, lake_home):
     (branch / "new.csv").write_text("a,b\n")
     (branch / "data/a.csv").unlink()

@@ -353,3 +353,25 @@ def test_stage_with_a_key_twice_keeps_the_last(graveler, repo, rec):
     assert graveler.get(repo, "main", b"k") == rec("k", "2")
     graveler.stage(repo, "main", [(b"j", None), (b"j", rec("j", "again"))])
     assert graveler.get(repo, "main", b"j") == rec("j", "again")
+
+
+def test_lookup_path_answers_a_file_a_directory_or_nothing_in_one_read(graveler, repo, rec):
+    graveler.set(repo, "main", rec("data/file.csv", "committed"))
+    graveler.set(repo, "main", rec("data/dir/", "marker"))
+    graveler.set(repo, "main", rec("data/dir/inner.txt"))
+    graveler.set(repo, "main", rec("data/bare/x.txt"))
+    graveler.set(repo, "main", rec("data/dir-sibling.txt"))  # sorts between "dir" and "dir/"
+    graveler.commit(repo, "main", "first", "tester")
+    graveler.set(repo, "main", rec("data/staged.txt", "staged"))
+    graveler.delete(repo, "main", b"data/bare/x.txt")  # the directory's last object: gone
+    for ref in ("main", graveler.get_branch(repo, "main").commit_id):
+        record, child = graveler.lookup_path(repo, ref, b"data/file.csv", b"data/file.csv/")
+        assert record.key == b"data/file.csv" and child is None
+        record, child = graveler.lookup_path(repo, ref, b"data/dir", b"data/dir/")
+        assert record is None and child[0] == b"data/dir/" and child[1].key == b"data/dir/"  # its marker
+        assert graveler.lookup_path(repo, ref, b"data/missing", b"data/missing/") == (None, None)
+    record, child = graveler.lookup_path(repo, "main", b"data/staged.txt", b"data/staged.txt/")
+    assert record.key == b"data/staged.txt" and child is None
+    assert graveler.lookup_path(repo, "main", b"data/bare", b"data/bare/") == (None, None)  # deleted
+    commit = graveler.get_branch(repo, "main").commit_id
+    assert graveler.lookup_path(repo, commit, b"data/bare", b"data/bare/")[1][0] == b"data/bare/x.txt"
