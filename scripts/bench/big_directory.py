@@ -55,10 +55,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import small_files
 from mount_common import LakeHome, bindfs_mount, have, lakefuse_mount, unmount
-from small_files import wait_until_idle
+from small_files import drop_caches, wait_until_idle
 
-KiB = 1024
 REPO = "bench"
 TARGET = 1.2  # big/empty, every lakefuse row
 PROGRESS_EVERY = 10.0  # seconds
@@ -120,13 +120,9 @@ def fill(system: System, big: int, new: int, lookups: int) -> None:
 
 # the timed operations: each returns microseconds per operation
 
-def create_files(directory: Path, names: list[str], size: int = 4 * KiB) -> float:
-    filler = b"x" * size
-    started = time.perf_counter()
-    for name in names:
-        with open(directory / name, "wb") as f:
-            f.write((name.encode() + filler)[:size])
-    return (time.perf_counter() - started) / len(names) * 1e6
+def create_files(directory: Path, names: list[str]) -> float:
+    """small_files.create_files of 4 KiB files, in microseconds per file."""
+    return small_files.create_files(directory, names) / len(names) * 1e6
 
 
 def stat_names(paths: list[Path], present: bool) -> float:
@@ -143,17 +139,6 @@ def stat_names(paths: list[Path], present: bool) -> float:
     if wrong:
         raise RuntimeError(f"{wrong} of {len(paths)} stats under {paths[0].parent} did not find what was expected")
     return elapsed / len(paths) * 1e6
-
-
-def drop_kernel_caches() -> bool:
-    """Sync, then drop the kernel's dentries and inodes; False if not allowed."""
-    os.sync()
-    try:
-        with open("/proc/sys/vm/drop_caches", "w") as f:
-            f.write("2\n")
-        return True
-    except OSError:
-        return False
 
 
 # one run of one system
@@ -191,7 +176,7 @@ class Runner:
         """``fn(*args)`` after the server went idle and the kernel's caches were dropped; the path
         down to ``directory`` is looked up first, untimed (the figures are for names in it)."""
         system.idle()
-        self.caches_dropped = drop_kernel_caches() and self.caches_dropped
+        self.caches_dropped = drop_caches(2) and self.caches_dropped  # dentries and inodes
         os.stat(directory)
         return fn(*args)
 
