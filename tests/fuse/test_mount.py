@@ -135,6 +135,26 @@ def test_a_new_file_has_the_time_of_its_create_or_last_write_not_of_its_spool(br
     assert all(mtime >= int(before) for mtime in stored), (stored, before)
 
 
+def test_a_read_write_temporary_file_reads_back_what_it_wrote_and_is_renamed_into_place(branch):
+    # mkstemp's O_RDWR descriptor, renamed over its final name: rsync's and git's pattern
+    for round in range(3):
+        fd = os.open(branch / f".tmp{round}", os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.write(fd, b"first part, " * 1000)
+            os.write(fd, b"round %d" % round)
+            os.lseek(fd, 0, os.SEEK_SET)
+            assert os.read(fd, 12) == b"first part, "
+            os.pwrite(fd, b"FIRST", 0)
+            assert os.pread(fd, 8, 0) == b"FIRST pa"
+            assert os.fstat(fd).st_size == 12_007
+        finally:
+            os.close(fd)
+        os.rename(branch / f".tmp{round}", branch / "final.txt")
+        data = (branch / "final.txt").read_bytes()
+        assert data[:5] == b"FIRST" and data.endswith(b"round %d" % round) and len(data) == 12_007
+    assert not any(name.startswith(".tmp") for name in os.listdir(branch))
+
+
 def test_commit_through_the_control_file(branch, lake, lake_home):
     (branch / "new.csv").write_text("a,b\n")
     (branch / "data/a.csv").unlink()
