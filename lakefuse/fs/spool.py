@@ -247,7 +247,6 @@ class SpoolReserve:
 
     def new(self) -> "Spool":
         """An empty spool: one made ahead if one waits, else made now."""
-        made_mtime_ns = None
         while True:
             try:
                 path, made_mtime_ns = self._ready.pop()  # the newest: see the class's docstring

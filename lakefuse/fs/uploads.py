@@ -454,7 +454,7 @@ class Uploader:
                 spool.seal()
             self.unsynced.add(tree.repo)
             entry = self._backend.store_file(tree.repo, spool.path, mtime=mtime, metadata=metadata, move=move,
-                                             durable=False)
+                                             durable=False, source_fd=spool.fd)
             if move:
                 spool.handed_over()
             return entry
@@ -482,7 +482,8 @@ class Uploader:
         try:
             entry = self._backend.store_file(tree.repo, spool.path,
                                              mtime=int(time.time()) if mtime is None else mtime,
-                                             metadata=metadata, checksum=_EMPTY_CHECKSUM, move=True, durable=False)
+                                             metadata=metadata, checksum=_EMPTY_CHECKSUM, move=True, durable=False,
+                                             source_fd=spool.fd)
             spool.handed_over()
             return entry
         finally:
