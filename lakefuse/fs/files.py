@@ -25,6 +25,7 @@ from lakefuse.errors import LakefuseError
 from lakefuse.fs.attributes import DEFAULT_FILE_MODE, NodeAttributes, content_changed, mode_metadata
 from lakefuse.fs.handles import FileHandle, HandleOps, OpenFile
 from lakefuse.fs.inodes import Inodes, refuse_control_dir_name
+from lakefuse.fs.mapped import MappedSpools
 from lakefuse.fs.nodes import Node, NodeKind
 from lakefuse.fs.passthrough import NO_GRANT, BackingFiles, Grant, Passthrough
 from lakefuse.fs.replies import Attributes, OpenResult, WouldBlock
@@ -51,6 +52,14 @@ def writes_from_empty_only(flags: int, truncated: bool) -> bool:
     return (flags & os.O_ACCMODE) == os.O_WRONLY and truncated
 
 
+def kernel_may_write(flags: int, truncated: bool) -> bool:
+    """Whether an open(2) may have the kernel write into the file's spool itself
+    (``Files._grant_kernel_writes``): write-only or read-write (``mkstemp``, HDF5, SQLite), of a
+    file it creates or truncates, not for appending (a log is appended to in place through the
+    mount: see ``Files._grant_passthrough``)."""
+    return (flags & os.O_ACCMODE) in (os.O_WRONLY, os.O_RDWR) and truncated and not flags & os.O_APPEND
+
+
 class Files(HandleOps):
     def __init__(self, state: MountState, inodes: Inodes, attributes: NodeAttributes, uploader: Uploader):
         self._state = state
@@ -61,6 +70,7 @@ class Files(HandleOps):
         self._uploader = uploader
         self._local_file = getattr(state.backend, "local_file", None)  # optional: see enable_passthrough
         self._opened_repos: set[str] = set()  # opened once on a worker thread: see open(blocking=False)
+        self._mapped = MappedSpools(self._settle_mapped)
         self.passthrough: Passthrough | None = None
         self._passthrough_branches = False
         #: the kernel caches writes (``LakeFilesystem.enable_writeback_cache``): no handle gets
@@ -84,7 +94,7 @@ class Files(HandleOps):
     def _grant_passthrough(self, of: OpenFile, readable_object: bool, writes_from_empty: bool = False) -> Grant:
         """Passthrough for a new handle of ``of`` (under ``of.lock``, its count taken);
         ``readable_object``: the handle only reads ``of.entry``, unmodified;
-        ``writes_from_empty``: it writes a file it created or truncated (``writes_from_empty_only``),
+        ``writes_from_empty``: it writes a file it created or truncated (``kernel_may_write``),
         not for appending (a log is fsynced as it grows: appends in place cost only what was
         appended, where each fsync of a spool the kernel writes stores a copy of it)."""
         if self.passthrough is None:
@@ -176,6 +186,7 @@ class Files(HandleOps):
 
     def close_all(self) -> None:
         """Unmount: drop every open file, whatever its handles (upload first)."""
+        self._mapped.close()
         for node in self._table.nodes():
             of = node.open_file
             if of is not None:
@@ -202,13 +213,14 @@ class Files(HandleOps):
                 self._truncate_new(of, created)
             from_empty = writable and writes_from_empty_only(flags, truncate)
             grant = self._grant_passthrough(of, readable_object=not writable and not truncate,
-                                            writes_from_empty=from_empty and not flags & os.O_APPEND)
+                                            writes_from_empty=kernel_may_write(flags, truncate))
             keep_cache = False
             if not writable and of.spool is None and of.entry is not None and not grant.backing_id:
                 identity = (of.entry.physical_address, of.entry.checksum)
                 keep_cache = not node.tree.is_branch or node.cache_id == identity
                 node.cache_id = identity
-            handle = self._new_file_handle(of, writable, grant, from_empty)
+            handle = self._new_file_handle(of, writable, grant, from_empty,
+                                           read_write=(flags & os.O_ACCMODE) == os.O_RDWR)
         if node.tree.repo not in self._opened_repos:
             self._uploader.local_storage(node.tree.repo)  # ask once, here (see read_nowait)
             self._opened_repos.add(node.tree.repo)
@@ -289,8 +301,9 @@ class Files(HandleOps):
             writable = (flags & os.O_ACCMODE) in (os.O_WRONLY, os.O_RDWR)
             from_empty = writable and writes_from_empty_only(flags, truncated)
             grant = self._grant_passthrough(of, readable_object=False,
-                                            writes_from_empty=from_empty and not flags & os.O_APPEND)
-            handle = self._new_file_handle(of, writable, grant, from_empty)
+                                            writes_from_empty=kernel_may_write(flags, truncated))
+            handle = self._new_file_handle(of, writable, grant, from_empty,
+                                           read_write=(flags & os.O_ACCMODE) == os.O_RDWR)
         if stat is None:
             self._state.unstaged.add(node)
             self._inodes.dir_changed(tree, parent.path)
@@ -308,7 +321,8 @@ class Files(HandleOps):
                 self.close_open_file(of)
             raise
 
-    def _new_file_handle(self, of: OpenFile, writable: bool, grant: Grant, writes_from_empty: bool) -> FileHandle:
+    def _new_file_handle(self, of: OpenFile, writable: bool, grant: Grant, writes_from_empty: bool,
+                         read_write: bool = False) -> FileHandle:
         """A handle of ``of`` (under ``of.lock``, its count taken).  It gets direct I/O (the
         kernel sends all its reads and writes here, bypassing its page cache of the file):
 
@@ -337,10 +351,13 @@ class Files(HandleOps):
                 (not writable and of.spool is not None and not of.spool.sealed)
         handle = FileHandle(self, of, writable, of.entry, direct_io)
         handle.passthrough = grant.backing_id != 0
-        if grant.backing_id and not direct_io and of.spool is not None and of.spool.kernel_writes \
-                and of.passthrough.path == of.spool.path:
+        names_spool = grant.backing_id and of.spool is not None and of.spool.kernel_writes \
+            and of.passthrough.path == of.spool.path
+        if names_spool and not direct_io:
             handle.kernel_writes = True
             of.kernel_writers += 1
+        if names_spool and read_write:
+            of.spool.mappable = True  # a shared mapping through it may outlive it (``lakefuse.fs.mapped``)
         of.direct_handles += direct_io
         return handle
 
@@ -549,6 +566,11 @@ class Files(HandleOps):
             writes_ended = h.kernel_writes and of.kernel_writers == 0
         if not last and not writes_ended:
             return
+        if last and of.dirty and of.kernel_may_change_spool():
+            # a mapping made through a handle of the file may write on into its spool, or the
+            # kernel has not let go of the handle's backing file yet: ``MappedSpools`` stores it
+            self._mapped.watch(of)
+            return
         try:
             if of.dirty:
                 self._uploader.upload(of)
@@ -556,7 +578,29 @@ class Files(HandleOps):
             log.exception("upload of %s on release failed; its changes are lost", of.node.path)
         finally:
             if last:
-                node = of.node
-                if node.stat is None or node.stat.entry is None:  # never stored: no entry waits to be staged
-                    self._state.unstaged.discard(node.tree, node.path, node)
-                self.close_open_file(of)
+                self._drop_released(of)
+
+    def _drop_released(self, of: OpenFile) -> None:
+        """The last handle of ``of`` was released, and what it wrote stored: drop it."""
+        node = of.node
+        if node.stat is None or node.stat.entry is None:  # never stored: no entry waits to be staged
+            self._state.unstaged.discard(node.tree, node.path, node)
+        self.close_open_file(of)
+
+    def _settle_mapped(self, of: OpenFile) -> bool:
+        """For ``MappedSpools``: store a released file whose spool may still be mapped (a copy
+        while it is), and drop it once it is not; whether it is done with (also when a new
+        handle took it over, or it was dropped meanwhile)."""
+        with of.lock:
+            if of.handles > 0 or of.node.open_file is not of:
+                return True
+            try:
+                if of.dirty:
+                    self._uploader.upload(of)  # unchanged since the last look: nothing to store
+            except Exception:
+                log.exception("upload of %s after its release failed; its changes are lost", of.node.path)
+                of.dirty = False
+            if of.dirty and of.kernel_may_change_spool():
+                return False
+            self._drop_released(of)
+            return True

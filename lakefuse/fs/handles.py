@@ -126,6 +126,22 @@ class OpenFile:
             return self.spool.size()
         return self.entry.size if self.entry is not None else 0
 
+    def kernel_may_change_spool(self) -> bool:
+        """Whether the kernel may change ``spool`` without the mount seeing it: a handle it
+        writes for is open, a handle still names the spool as the file's backing file, or a
+        mapping made through such a handle outlives it (``lakefuse.fs.mapped``).  The kernel
+        maps a file in passthrough mode through that backing file, whatever handle the mmap(2)
+        came through, so a shared writable mapping writes into the spool itself.  Such a spool
+        is stored as a copy (``Uploader.upload``), never moved into storage: moved, it would be
+        a stored object that the mapping changes, and the file would be backed by a file that is
+        no longer its own (a mapping of it faults past the object's end)."""
+        spool = self.spool
+        if spool is None or not spool.kernel_writes or spool.sealed:
+            return False
+        if self.kernel_writers > 0 or (self.passthrough.backing_id != 0 and self.passthrough.path == spool.path):
+            return True
+        return spool.mappable and spool.held_elsewhere()
+
     def await_kernel_release(self, timeout: float) -> bool:
         """For a file the kernel writes whose every writing descriptor was closed already
         (FLUSH came, RELEASE is on its way), wait up to ``timeout`` s (under ``lock``, never on

@@ -138,6 +138,7 @@ class Metadata:
                 if change.content_type is not None:
                     of.content_type = change.content_type
                 of.dirty = True
+                of.kernel_signature = None  # stored again even if the kernel wrote no byte since
                 return
             self._inodes.refresh(node, blocking)
             entry = of.entry if of is not None and of.entry is not None else node.stat.entry

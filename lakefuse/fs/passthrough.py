@@ -37,13 +37,16 @@ That needs every handle of the file counted in the same ``PassthroughState`` (it
 A handle served by the kernel reads the bytes it opened until it is closed, even if the file is
 written meanwhile through another handle, as with any object a handle opened before the change.
 
-Writes (``open_for_writes``): a lone write-only open that creates or truncates a file on a
-branch whose storage is on this machine registers the file's *spool* (``lakefuse.fs.spool``)
-read-write, and the kernel writes into it itself: ``dd bs=4k``, Hadoop's 4.6 KiB pieces and
-``cp`` run at the local disk's speed, with no WRITE request reaching the mount.  Every later
-open of the file names the spool too (with ``direct_io``: the mount serves it, from the same
-spool, so it reads the newest bytes).  What the mount makes of such a spool (its size from
-fstat, a copy stored while the kernel may still write) is ``lakefuse.fs.uploads``'s.
+Writes (``open_for_writes``): a lone open (write-only or read-write, not appending) that
+creates or truncates a file on a branch whose storage is on this machine registers the file's
+*spool* (``lakefuse.fs.spool``) read-write, and the kernel writes into it itself: ``dd bs=4k``,
+Hadoop's 4.6 KiB pieces, ``cp`` and ``mkstemp`` files run at the local disk's speed, with no
+WRITE request reaching the mount.  Every later open of the file names the spool too (with
+``direct_io``: the mount serves it, from the same spool, so it reads the newest bytes), and an
+mmap(2) through any of them maps the spool itself, also after the handle is released: so the
+spool stays the file's while anything may still write into it (``OpenFile.kernel_may_change_spool``,
+``lakefuse.fs.mapped``).  What the mount makes of such a spool (its size from fstat, a copy
+stored while the kernel may still write) is ``lakefuse.fs.uploads``'s.
 """
 
 from __future__ import annotations

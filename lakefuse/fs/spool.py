@@ -34,6 +34,8 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
+import logging
 import mmap
 import os
 import secrets
@@ -42,6 +44,8 @@ from collections import deque
 from typing import Callable
 
 from lakefuse.errors import StorageError
+
+log = logging.getLogger(__name__)
 
 COPY_CHUNK = 4 * 1024 * 1024
 _CREATE_ATTEMPTS = 16
@@ -365,6 +369,10 @@ class Spool:
         #: the kernel writes into the file too (FUSE passthrough writes): its size and mtime
         #: are the file's, asked with fstat
         self.kernel_writes = False
+        #: a read-write handle named the file as the kernel's backing file: a shared mapping
+        #: made through it may write into the file after the handle's release (see
+        #: ``held_elsewhere``)
+        self.mappable = False
         #: the mtime of a file made ahead (``SpoolReserve``) when it was made: while the file
         #: still has it, nothing was written into it since (see ``write_time_ns``)
         self.made_mtime_ns: int | None = None
@@ -535,6 +543,20 @@ class Spool:
         kernel or through the mount (``kernel_writes``: what the mount cannot see otherwise)."""
         st = os.fstat(self.fd)
         return st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+    def held_elsewhere(self) -> bool:
+        """Whether a file other than the spool's own descriptor is open on it: the kernel's
+        backing file of a passthrough handle, kept alive by a mapping made through that handle
+        after the handle itself was released (a write lease is granted only to the file's only
+        opener).  True too where leases cannot tell (they are disabled): the safe answer."""
+        try:
+            fcntl.fcntl(self.fd, fcntl.F_SETLEASE, fcntl.F_WRLCK)
+        except OSError as exc:
+            if exc.errno != errno.EAGAIN:
+                log.debug("no write lease on spool %s: %s", self.path, exc)
+            return True
+        fcntl.fcntl(self.fd, fcntl.F_SETLEASE, fcntl.F_UNLCK)
+        return False
 
     def fsync(self) -> None:
         self.drain()

@@ -326,7 +326,7 @@ class Uploader:
                 deferred = False
             elif spool.adopted:
                 entry = self._restage_appended(of, durable)
-            elif kernel_written and of.kernel_writers > 0:
+            elif kernel_written and of.kernel_may_change_spool():
                 entry = self._store_copy(of, durable=durable, deferred=deferred)
             else:
                 entry = self._store_spool(of, hasher=tail_result, durable=durable, deferred=deferred)
@@ -334,7 +334,7 @@ class Uploader:
                 self._owned.superseded(tree, node.path, replaced)  # no other handle reads it
             # while the kernel may still write into the spool, the file stays to be stored
             # again if it changes (``kernel_signature`` tells)
-            of.dirty = kernel_written and of.kernel_writers > 0
+            of.dirty = kernel_written and of.kernel_may_change_spool()
             of.kernel_signature = signature if of.dirty else None
             of.unsynced = not durable
             of.seq_end = None
@@ -355,7 +355,7 @@ class Uploader:
     def _stored_unchanged(self, of: OpenFile, durable: bool) -> None:
         """``upload`` of a spool the kernel writes into whose bytes were stored already and
         did not change since: for fsync(2), make that upload durable."""
-        of.dirty = of.kernel_writers > 0
+        of.dirty = of.kernel_may_change_spool()
         if durable and of.unsynced:
             of.unsynced = False
             self._state.stager.flush(of.node.tree)

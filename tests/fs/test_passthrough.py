@@ -195,19 +195,23 @@ def test_a_writer_beside_kernel_readers_is_served_by_the_mount(local_fs, make_dr
     fs.release(after.fh)
 
 
-def test_only_lone_write_only_opens_from_empty_are_written_by_the_kernel(local_fs, make_driver):
+def test_only_lone_opens_from_empty_are_written_by_the_kernel(local_fs, make_driver):
     fs, backings, backend = local_fs
     drive = make_driver(fs)
     parent = drive.ino("sales/main")
-    created, _ = fs.create(parent, "new.txt", 0o644, os.O_RDWR | os.O_CREAT)
-    assert created.backing_id == 0  # it may read what it writes: the mount serves it
+    created, _ = fs.create(parent, "new.txt", 0o644, os.O_RDWR | os.O_CREAT | os.O_EXCL)  # mkstemp
+    assert created.backing_id in backings.writable and not created.direct_io
+    backings.kernel_write(created.backing_id, 0, b"temp")
     reader = fs.open(drive.ino("sales/main/new.txt"), os.O_RDONLY)
-    assert reader.backing_id == 0  # a spool, not an object: the mount serves it
+    # beside it: the same backing file (the kernel allows no other), served by the mount
+    assert reader.backing_id == created.backing_id and reader.direct_io
+    assert fs.read(reader.fh, 0, 10) == b"temp"
     appending = fs.open(drive.ino("sales/main/top.csv"), os.O_WRONLY | os.O_APPEND)
     assert appending.backing_id == 0  # not from empty
     for result in (created, reader, appending):
         fs.release(result.fh)
-    assert backings.opened == 0
+    assert backings.opened == 1 and not backings.open_ids
+    assert drive.read("sales/main/new.txt") == b"temp"
     truncating = fs.open(drive.ino("sales/main/top.csv"), os.O_WRONLY | os.O_TRUNC)
     assert truncating.backing_id and not truncating.direct_io
     assert truncating.backing_id in backings.writable

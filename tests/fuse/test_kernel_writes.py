@@ -6,7 +6,9 @@ end, and a commit taken meanwhile keeps the bytes it took (no stored object chan
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
+import mmap
 import os
 import subprocess
 import time
@@ -17,6 +19,7 @@ from lakefuse.errors import ObjectNotFound
 from lakemount import MountedLake
 
 MiB = 1024 * 1024
+MS_SYNC = 4  # msync(2), Linux
 
 
 def staged_bytes(lake_home, branch: str, path: str) -> bytes | None:
@@ -171,3 +174,88 @@ def test_a_directory_renamed_right_after_its_files_were_closed_takes_them_all(br
         for name, data in expected.items():
             assert (target / name).read_bytes() == data
             assert lake_home.catalog.read_object("sales", branch.name, f"task_{attempt}/{name}") == data
+
+
+def test_a_mapping_through_a_second_descriptor_sees_writes_after_the_writer_closed(branch, lake_home):
+    """The kernel maps a file through the backing file every open names (the writer's spool).
+    That spool must stay the file's while any handle names it: stored away at the writer's
+    close, the mapping would show (and write into) the stored object, and fault past its end."""
+    path = branch / "mapped.bin"
+    writer = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.write(writer, b"a" * 8192)
+    second = os.open(path, os.O_RDWR)
+    try:
+        os.close(writer)
+        time.sleep(0.5)
+        os.pwrite(second, b"b" * 16384, 8192)  # the file grows after the writer's close
+        with mmap.mmap(second, 24576, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE) as m:
+            assert m[8192:8196] == b"bbbb"
+            m[0:4] = b"MMAP"
+            m.flush()
+    finally:
+        os.close(second)
+    expected = b"MMAP" + b"a" * 8188 + b"b" * 16384
+    assert path.read_bytes() == expected
+    assert staged_bytes(lake_home, branch.name, "mapped.bin") == expected
+    assert checksum(path) == "blake3:" + blake3.blake3(expected).hexdigest()
+
+
+def test_a_mapping_that_outlives_its_descriptor_keeps_its_writes(branch, lake_home):
+    """A program may close a file right after mapping it and write through the mapping later
+    (as linkers do with their output).  The kernel maps a passthrough file through its backing
+    file, not through the descriptor, so the file's RELEASE reaches the mount while the mapping
+    still writes: the mount must neither store the spool away under it (the stored object
+    would change, its checksum no longer its bytes) nor forget what it writes."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    libc.msync.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    path = branch / "linked.out"
+    size = 16384
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.ftruncate(fd, size)
+    address = libc.mmap(None, size, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_SHARED, fd, 0)
+    assert address not in (None, ctypes.c_void_p(-1).value), os.strerror(ctypes.get_errno())
+    os.close(fd)
+    time.sleep(0.3)  # the RELEASE reaches the mount
+    try:
+        ctypes.memmove(address, b"written through the mapping", 27)
+        ctypes.memmove(address + size - 4, b"last", 4)
+        assert libc.msync(address, size, MS_SYNC) == 0
+    finally:
+        libc.munmap(address, size)
+    expected = b"written through the mapping" + bytes(size - 31) + b"last"
+    deadline = time.monotonic() + 10
+    while path.read_bytes() != expected and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert path.read_bytes() == expected
+    assert checksum(path) == "blake3:" + blake3.blake3(expected).hexdigest()
+    deadline = time.monotonic() + 10
+    while staged_bytes(lake_home, branch.name, "linked.out") != expected and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert staged_bytes(lake_home, branch.name, "linked.out") == expected
+
+
+def test_metadata_set_after_an_fsync_is_stored_though_no_byte_changed(branch, lake_home):
+    """An fsync stores a copy of the spool the kernel writes; a later change of metadata alone
+    (no byte written since) must still be stored at the close."""
+    path = branch / "tagged.bin"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, b"payload")
+        os.fsync(fd)
+        os.setxattr(path, "user.origin", b"sensor-7")
+        os.utime(path, ns=(1_600_000_000_000_000_000, 1_600_000_000_000_000_000))
+    finally:
+        os.close(fd)
+    assert staged_bytes(lake_home, branch.name, "tagged.bin") == b"payload"
+    deadline = time.monotonic() + 10
+    while True:
+        entry = lake_home.catalog.stat("sales", branch.name, "tagged.bin")
+        if entry.metadata.get("origin") == "sensor-7" or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert entry.metadata.get("origin") == "sensor-7"
+    assert os.getxattr(path, "user.origin") == b"sensor-7"
+    assert os.stat(path).st_mtime_ns == 1_600_000_000_000_000_000

@@ -466,11 +466,11 @@ def test_daemon_mode_reports_readiness_and_errors(lake_home, tmp_path):
 @pytest.mark.parametrize("kernel_writes", [True, False], ids=["kernel-writes", "mount-writes"])
 def test_a_full_spool_disk_fails_the_write_with_enospc(tmp_path, kernel_writes):
     """The spool directory on a 16 MiB tmpfs: copying 64 MiB in fails with ENOSPC, and the mount
-    keeps serving.  Written by the mount (opened read-write), a failed background write fails
+    keeps serving.  Written by the mount (opened for appending), a failed background write fails
     the file at a later write or at close, and nothing of it is staged: the writer was told
-    its bytes were taken.  Written by the kernel into the spool (a write-only open from
-    empty), the write(2) that found the disk full fails itself, so the file keeps what was
-    written before it, as on a local disk."""
+    its bytes were taken.  Written by the kernel into the spool (an open from empty), the
+    write(2) that found the disk full fails itself, so the file keeps what was written before
+    it, as on a local disk."""
     home = LakeHome(tmp_path / "home")
     home.create_repository("full")
     spool = tmp_path / "home" / "spool"
@@ -485,7 +485,7 @@ def test_a_full_spool_disk_fails_the_write_with_enospc(tmp_path, kernel_writes):
             data = os.urandom(64 * 1024 * 1024)
             written = 0
             with pytest.raises(OSError) as exc:
-                with open(lake / "big.bin", "wb" if kernel_writes else "w+b", buffering=0) as f:
+                with open(lake / "big.bin", "wb" if kernel_writes else "ab", buffering=0) as f:
                     for offset in range(0, len(data), 1024 * 1024):
                         written += f.write(data[offset:offset + 1024 * 1024])
             assert exc.value.errno == errno.ENOSPC

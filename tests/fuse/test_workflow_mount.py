@@ -223,9 +223,9 @@ def test_reset_drops_changes_and_files_being_written_whose_handles_then_answer_e
     (branch / "out/closed.parquet").write_bytes(b"closed")
     (branch / "kept.txt").write_text("kept")
     (branch / "data/a.csv").write_text("changed")
-    # served by the mount (read-write), and written by the kernel into its spool (write-only
-    # from empty: see docs/mount.md#kernel-writes)
-    writer = os.open(branch / "out/open.parquet", os.O_RDWR | os.O_CREAT, 0o644)
+    # served by the mount (appending), and written by the kernel into its spool (from empty:
+    # see docs/mount.md#kernel-writes)
+    writer = os.open(branch / "out/open.parquet", os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
     kernel_writer = os.open(branch / "out/kernel.parquet", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     reader = os.open(branch / "readme.md", os.O_RDONLY)
     try:
