@@ -14,6 +14,14 @@
   pre-ping on checkout (it would cost a round trip per operation); after a server restart the
   first operation fails and the pool reconnects.
 
+``Database.rows(statement, params)`` runs one prebuilt read statement and returns its rows as
+tuples.  On an SQLite file it skips SQLAlchemy's execution layer: each thread reads through a
+``sqlite3`` connection of its own (autocommit, ``query_only``), with the statement compiled once.
+A point read of a staged entry or of a branch row, which every lookup on a branch makes, costs
+about a fifth of what it costs through ``read()`` (whose BEGIN, events and result objects were
+most of it); a single SELECT in autocommit reads one snapshot, as in a transaction of its own.
+PostgreSQL, and an in-memory SQLite (one shared connection), use ``read()``.
+
 ``Database.origin`` (a random ID per ``Database`` object) is stamped on every staging row
 written through it, by ``SqlStagingStore`` and ``SqlRefStore`` alike: the change feed
 (``SqlStagingStore.changes_since(exclude_origin=...)``) tells "written by this process through
@@ -26,6 +34,8 @@ advisory lock, so concurrent openers do it once).  A newer database is refused.
 
 from __future__ import annotations
 
+import sqlite3
+import threading
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
@@ -50,13 +60,14 @@ _PG_SCHEMA_LOCK_KEY = 0x6C616B65  # advisory lock serializing table creation ("l
 class Database:
     """An open lakefuse database: an engine plus the transaction helpers of the stores."""
 
-    def __init__(self, engine: Engine):
+    def __init__(self, engine: Engine, sqlite_file: str | None = None):
         self.engine = engine
         self.dialect = engine.dialect.name  # "sqlite" or "postgresql"
         # Same pool; PostgreSQL reads skip the BEGIN/ROLLBACK round trips.
         self._read_engine = engine.execution_options(isolation_level="AUTOCOMMIT") if self.dialect == "postgresql" else engine
         #: stamped on the staging rows written through this object (see the module docstring)
         self.origin: str = uuid.uuid4().hex
+        self._direct = _SqliteReads(sqlite_file, engine.dialect) if sqlite_file else None
 
     @property
     def url(self) -> str:
@@ -86,6 +97,18 @@ class Database:
             _raise_if_locked(exc)
             raise
 
+    def rows(self, statement, params: dict) -> list[tuple]:
+        """The rows of one read ``statement`` (built once by the caller: it is compiled once
+        per database), as tuples (see the module docstring)."""
+        if self._direct is not None:
+            try:
+                return self._direct.rows(statement, params)
+            except sqlite3.OperationalError as exc:
+                _raise_if_locked(exc)
+                raise
+        with self.read() as conn:
+            return conn.execute(statement, params).all()
+
     def insert(self, table):
         """The dialect's INSERT construct (it has ``on_conflict_do_update`` / ``_do_nothing``)."""
         if self.dialect == "postgresql":
@@ -98,6 +121,8 @@ class Database:
             return int(conn.execute(select(schema.schema_version.c.version)).scalar_one())
 
     def close(self) -> None:
+        if self._direct is not None:
+            self._direct.close()
         self.engine.dispose()
 
     def __enter__(self) -> "Database":
@@ -110,8 +135,54 @@ class Database:
         return f"Database({self.url!r})"
 
 
-def _raise_if_locked(exc: OperationalError) -> None:
-    message = str(exc.orig) if exc.orig is not None else str(exc)
+class _SqliteReads:
+    """``Database.rows`` on an SQLite file: a ``sqlite3`` connection per thread, statements
+    compiled once."""
+
+    def __init__(self, path: str, dialect):
+        self._path = path
+        self._dialect = dialect
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._connections: list[sqlite3.Connection] = []
+        #: id(statement) -> (statement, its SQL, its parameters in order, their built-in values)
+        self._compiled: dict[int, tuple[object, str, tuple[str, ...], dict]] = {}
+        self._closed = False
+
+    def rows(self, statement, params: dict) -> list[tuple]:
+        compiled = self._compiled.get(id(statement))
+        if compiled is None:
+            built = statement.compile(dialect=self._dialect)
+            fixed = {name: value for name, value in built.params.items() if value is not None}  # OFFSET 0
+            compiled = (statement, built.string, tuple(built.positiontup), fixed)
+            self._compiled[id(statement)] = compiled  # the statement is kept: its id stays its own
+        _statement, sql, names, fixed = compiled
+        values = [params[name] if name in params else fixed[name] for name in names]
+        return self._connection().execute(sql, values).fetchall()
+
+    def _connection(self) -> sqlite3.Connection:
+        connection = getattr(self._local, "connection", None)
+        if connection is None:
+            connection = sqlite3.connect(self._path, timeout=SQLITE_BUSY_TIMEOUT_S, isolation_level=None,
+                                         check_same_thread=False)
+            connection.execute("PRAGMA query_only = 1")
+            with self._lock:
+                if self._closed:
+                    connection.close()
+                    raise sqlite3.OperationalError("the database is closed")
+                self._connections.append(connection)
+            self._local.connection = connection
+        return connection
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed, connections, self._connections = True, self._connections, []
+        for connection in connections:
+            connection.close()
+
+
+def _raise_if_locked(exc: Exception) -> None:
+    message = str(exc.orig) if getattr(exc, "orig", None) is not None else str(exc)
     if "database is locked" in message or "database is busy" in message:
         raise ConcurrentUpdate(
             f"database stayed locked by another writer for more than {SQLITE_BUSY_TIMEOUT_S:.0f} s; retry"
@@ -143,7 +214,11 @@ def open_database(url: str, *, echo: bool = False) -> Database:
         )
     else:
         raise ConfigError(f"database url {parsed.render_as_string()!r}: only sqlite and postgresql are supported")
-    database = Database(engine)
+    sqlite_file = None
+    if backend == "sqlite" and parsed.database and parsed.database != ":memory:" \
+            and not parsed.database.startswith("file:"):
+        sqlite_file = parsed.database
+    database = Database(engine, sqlite_file)
     try:
         _create_schema(database)
     except OperationalError as exc:

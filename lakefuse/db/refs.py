@@ -51,7 +51,9 @@ _commits = schema.commits
 #: the branch-row read every read of a branch ends with (``CheckedReads``), built once: a
 #: statement built per call costs SQLAlchemy its construction and cache key (about half of
 #: the read on SQLite)
-_GET_BRANCH = select(_branches).where(_branches.c.repo == bindparam("repo"), _branches.c.name == bindparam("name"))
+_GET_BRANCH = select(_branches.c.name, _branches.c.commit_id, _branches.c.staging_token,
+                     _branches.c.sealed_tokens).where(_branches.c.repo == bindparam("repo"),
+                                                      _branches.c.name == bindparam("name"))
 
 _COMMIT_PAGE = 1000
 
@@ -66,11 +68,15 @@ def _json(value) -> str:
 
 
 def _branch_of(row) -> Branch:
+    return _branch(row.name, row.commit_id, row.staging_token, row.sealed_tokens)
+
+
+def _branch(name: str, commit_id: str, staging_token: str, sealed_tokens: str) -> Branch:
     return Branch(
-        id=BranchID(row.name),
-        commit_id=CommitID(row.commit_id),
-        staging_token=StagingToken(row.staging_token),
-        sealed_tokens=tuple(StagingToken(t) for t in json.loads(row.sealed_tokens)),
+        id=BranchID(name),
+        commit_id=CommitID(commit_id),
+        staging_token=StagingToken(staging_token),
+        sealed_tokens=tuple(StagingToken(t) for t in json.loads(sealed_tokens)),
     )
 
 
@@ -239,11 +245,11 @@ class SqlRefStore:
             raise AlreadyExists(f"branch {branch.id!r} already exists in repository {repo_id!r}") from None
 
     def get_branch(self, repo_id: RepositoryID, branch_id: BranchID) -> Branch:
-        with self._db.read() as conn:
-            row = conn.execute(_GET_BRANCH, {"repo": repo_id, "name": branch_id}).one_or_none()
-            if row is None:
+        rows = self._db.rows(_GET_BRANCH, {"repo": repo_id, "name": branch_id})
+        if not rows:
+            with self._db.read() as conn:
                 raise self._missing_branch(conn, repo_id, branch_id)
-        return _branch_of(row)
+        return _branch(*rows[0])
 
     def list_branches(self, repo_id: RepositoryID) -> list[Branch]:
         with self._db.read() as conn:

@@ -246,11 +246,11 @@ class SqlStagingStore:
 
     def get(self, token: StagingToken, key: bytes):
         key = key_bytes(key)
-        with self._db.read() as conn:
-            row = conn.execute(_GET, {"token": token, "key": key}).one_or_none()
-        if row is None:
+        rows = self._db.rows(_GET, {"token": token, "key": key})
+        if not rows:
             return ...
-        return _value_of(key, row.identity, row.value, row.is_tombstone)
+        identity, value, is_tombstone = rows[0]
+        return _value_of(key, identity, value, is_tombstone)
 
     def iterate(self, token: StagingToken, from_key: bytes = b"",
                 until: bytes | None = None) -> Iterator[tuple[bytes, ValueRecord | None]]:
@@ -259,14 +259,13 @@ class SqlStagingStore:
             params["until"] = key_bytes(until)
         statement = _PAGES[True, until is not None]
         while True:
-            with self._db.read() as conn:
-                rows = conn.execute(statement, params).all()
+            rows = self._db.rows(statement, params)
             for key, identity, value, is_tombstone in rows:
                 key = bytes(key)
                 yield key, _value_of(key, identity, value, is_tombstone)
             if len(rows) < self.page_size:
                 return
-            params["start"] = bytes(rows[-1].key)
+            params["start"] = bytes(rows[-1][0])
             statement = _PAGES[False, until is not None]
 
     def drop(self, token: StagingToken) -> None:

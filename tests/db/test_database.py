@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 import uuid
 
@@ -113,6 +114,53 @@ def test_read_transaction_does_not_block_writer(tmp_path):
             staging.set("t", b"b", None)  # would time out if the reader blocked the writer
             assert conn.execute(text("SELECT count(*) FROM staging_entries")).scalar() == 1
         assert staging.count("t") == 2
+
+
+def test_rows_on_an_sqlite_file_read_through_a_connection_per_thread(tmp_path):
+    """``Database.rows`` on an SQLite file: the same rows as through SQLAlchemy, each thread on
+    a connection of its own that cannot write, what other connections commit visible at once,
+    and nothing once the database is closed."""
+    from sqlalchemy import bindparam, select
+
+    entries = schema.staging_entries
+    statement = select(entries.c.key, entries.c.is_tombstone).where(
+        entries.c.token == bindparam("token")).order_by(entries.c.key).limit(bindparam("limit"))
+    database = open_database(f"sqlite:///{tmp_path / 'lakefuse.db'}")
+    staging = SqlStagingStore(database)
+    staging.set_many("t", [(b"a", ValueRecord(b"a", b"i", b"v")), (b"b", None), (b"c", ValueRecord(b"c", b"i", b"v"))])
+    with database.read() as conn:
+        expected = [tuple(row) for row in conn.execute(statement, {"token": "t", "limit": 2})]
+    assert database.rows(statement, {"token": "t", "limit": 2}) == expected == [(b"a", 0), (b"b", 1)]
+    staging.set("t", b"0", None)  # committed by another connection: the next read sees it
+    assert [key for key, _ in database.rows(statement, {"token": "t", "limit": 1})] == [b"0"]
+
+    seen: dict[str, object] = {}
+
+    def other_thread() -> None:
+        seen["rows"] = database.rows(statement, {"token": "t", "limit": 10})
+        seen["connection"] = database._direct._connection()
+
+    thread = threading.Thread(target=other_thread)
+    thread.start()
+    thread.join(timeout=30)
+    assert [key for key, _ in seen["rows"]] == [b"0", b"a", b"b", b"c"]
+    assert seen["connection"] is not database._direct._connection()
+    with pytest.raises(sqlite3.OperationalError, match="readonly"):
+        database._direct._connection().execute("DELETE FROM staging_entries")
+    database.close()
+    with pytest.raises(sqlite3.ProgrammingError):
+        database.rows(statement, {"token": "t", "limit": 1})
+
+
+def test_rows_in_memory_and_on_postgres_go_through_sqlalchemy(clean_pg_database):
+    in_memory = open_database("sqlite://")
+    for database in (in_memory, clean_pg_database):
+        assert database._direct is None
+        staging = SqlStagingStore(database)
+        staging.set("t", b"k", ValueRecord(b"k", b"i", b"v"))
+        assert staging.get("t", b"k") == ValueRecord(b"k", b"i", b"v")
+        assert [key for key, _ in staging.iterate("t")] == [b"k"]
+    in_memory.close()
 
 
 def test_postgres_keys_and_names_order(clean_pg_database):
