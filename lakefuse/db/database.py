@@ -51,6 +51,7 @@ from sqlalchemy.schema import CreateColumn
 
 from lakefuse.db import schema
 from lakefuse.errors import ConcurrentUpdate, ConfigError
+from lakefuse.graveler.quick import NotQuick, must_wait, quick
 
 SQLITE_BUSY_TIMEOUT_S = 30.0
 _BEGIN_OPTION = "lakefuse_begin"
@@ -77,6 +78,7 @@ class Database:
     @contextmanager
     def write(self) -> Iterator[Connection]:
         """A write transaction: committed on success, rolled back on an exception."""
+        must_wait("a database transaction")
         try:
             with self.engine.connect() as conn:
                 if self.dialect == "sqlite":
@@ -90,6 +92,7 @@ class Database:
     @contextmanager
     def read(self) -> Iterator[Connection]:
         """For reads: a transaction on SQLite (rolled back at the end), autocommit on PostgreSQL."""
+        must_wait("a database connection")
         try:
             with self._read_engine.connect() as conn:
                 yield conn
@@ -104,6 +107,8 @@ class Database:
             try:
                 return self._direct.rows(statement, params)
             except sqlite3.OperationalError as exc:
+                if quick():
+                    raise NotQuick(f"the database is busy: {exc}") from None
                 _raise_if_locked(exc)
                 raise
         with self.read() as conn:
@@ -161,17 +166,20 @@ class _SqliteReads:
         return self._connection().execute(sql, values).fetchall()
 
     def _connection(self) -> sqlite3.Connection:
-        connection = getattr(self._local, "connection", None)
+        """This thread's connection; inside ``quick_only()`` another one, which never waits for
+        a lock (the event loop must not: ``lakefuse.graveler.quick``)."""
+        name = "quick" if quick() else "connection"
+        connection = getattr(self._local, name, None)
         if connection is None:
-            connection = sqlite3.connect(self._path, timeout=SQLITE_BUSY_TIMEOUT_S, isolation_level=None,
-                                         check_same_thread=False)
+            connection = sqlite3.connect(self._path, timeout=0 if name == "quick" else SQLITE_BUSY_TIMEOUT_S,
+                                         isolation_level=None, check_same_thread=False)
             connection.execute("PRAGMA query_only = 1")
             with self._lock:
                 if self._closed:
                     connection.close()
                     raise sqlite3.OperationalError("the database is closed")
                 self._connections.append(connection)
-            self._local.connection = connection
+            setattr(self._local, name, connection)
         return connection
 
     def close(self) -> None:

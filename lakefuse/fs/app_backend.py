@@ -16,8 +16,10 @@ from lakefuse.config import committer_name
 from lakefuse.errors import ObjectNotFound, RepositoryNotFound
 from lakefuse.fs.backend import ChangeKind, ListedItem, MountRef, MountRefKind, UncommittedChange
 from lakefuse.fs.readers import BlockCache, LocalFileReader
+from lakefuse.fs.replies import WouldBlock
 from lakefuse.graveler.committed.encoding import record_to_entry
 from lakefuse.graveler.model import Entry
+from lakefuse.graveler.quick import NotQuick, quick_only
 
 _KINDS = {"branch": MountRefKind.BRANCH, "tag": MountRefKind.TAG}
 _CHANGES = {"added": ChangeKind.ADDED, "changed": ChangeKind.CHANGED, "removed": ChangeKind.REMOVED}
@@ -86,6 +88,16 @@ class AppBackend:
             return None, None
         child_key, child_record = child
         return None, ListedItem(child_key.decode(), None if child_record is None else record_to_entry(child_record))
+
+    def get_entry_or_child_quick(self, repo: str, ref: MountRef, key: str) -> tuple[Entry | None, ListedItem | None]:
+        """``get_entry_or_child`` if memory and an embedded database answer it at once (a
+        branch's staged rows in SQLite, ranges already decoded: ``lakefuse.graveler.quick``),
+        else WouldBlock: on the event loop, where a hop to a worker thread costs more."""
+        try:
+            with quick_only():
+                return self.get_entry_or_child(repo, ref, key)
+        except NotQuick:
+            raise WouldBlock from None
 
     def list_entries(self, repo: str, ref: MountRef, prefix: str, after: str = "", limit: int = 1000,
                      delimiter: str = "/") -> list[ListedItem]:

@@ -596,11 +596,11 @@ class Files(HandleOps):
                 return True
             try:
                 if of.dirty:
-                    self._uploader.upload(of)  # unchanged since the last look: nothing to store
+                    self._uploader.upload(of)  # a copy while mapped (unchanged since the last: nothing)
             except Exception:
                 log.exception("upload of %s after its release failed; its changes are lost", of.node.path)
                 of.dirty = False
-            if of.dirty and of.kernel_may_change_spool():
+            if of.dirty:  # the upload leaves it so while the spool may still change
                 return False
             self._drop_released(of)
             return True

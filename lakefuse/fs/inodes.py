@@ -6,8 +6,8 @@ node's stat (re-read from its tree once it expired: ``refresh``), and which tree
 to a node goes to (``writable_tree``: EROFS outside branches).  Files created through the
 mount but not uploaded yet are found here too (``lakefuse.fs.state.Unstaged``).
 
-Lookup and getattr run on the adapter's event loop with ``blocking=False``: from memory only,
-else ``WouldBlock``.  ``lookup`` of a name in a tree directory is the hottest call of a
+Lookup and getattr run on the adapter's event loop with ``blocking=False``: from memory, or a
+quick read of the backend (``Tree.stat(quick=True)``), else ``WouldBlock``.  ``lookup`` of a name in a tree directory is the hottest call of a
 mount: one inode-table lock, no call that is not needed when the node exists.
 """
 
@@ -30,7 +30,7 @@ from lakefuse.fs.nodes import (
     path_key,
     repository_key,
 )
-from lakefuse.fs.replies import Attributes, WouldBlock
+from lakefuse.fs.replies import Attributes
 from lakefuse.fs.state import MountState
 from lakefuse.fs.tree import CONTROL_DIR_NAME, MAX_NAME_BYTES, ROOT_STAT, PathStat, Tree, decode_name
 from lakefuse.posix import TYPE_KEY
@@ -256,9 +256,7 @@ class Inodes:
         hit = tree.cached(path) if path else None
         if hit is not None:
             return hit
-        if not blocking and path:
-            raise WouldBlock
-        return tree.stat(path)
+        return tree.stat(path, quick=not blocking)  # on the event loop: a quick point read, or WouldBlock
 
     def ensure_stat(self, node: Node, blocking: bool) -> None:
         """Read the stat of a file whose node a listing made without one (see ``tree_node``)."""

@@ -40,6 +40,7 @@ import mmap
 import os
 import secrets
 import threading
+import time
 from collections import deque
 from typing import Callable
 
@@ -56,6 +57,8 @@ RESERVE_DIRECTORIES = 8
 #: seconds without a spool taken after which the reserve's thread stops
 RESERVE_IDLE_SECONDS = 60.0
 _SYNC_FILE_RANGE_WRITE = 2  # <linux/fs.h>: start writeback of dirty pages, do not wait
+#: seconds ``Spool.held_elsewhere`` asks again while the answer is "held" (see there)
+HELD_PATIENCE = 0.005
 #: bytes a spool's write-behind queue may hold; a write finding it full waits (or, from the
 #: event loop, goes to a worker thread that waits)
 WRITE_BEHIND_LIMIT = 16 * 1024 * 1024
@@ -544,19 +547,31 @@ class Spool:
         st = os.fstat(self.fd)
         return st.st_size, st.st_mtime_ns, st.st_ctime_ns
 
-    def held_elsewhere(self) -> bool:
+    def held_elsewhere(self, patience: float = HELD_PATIENCE) -> bool:
         """Whether a file other than the spool's own descriptor is open on it: the kernel's
         backing file of a passthrough handle, kept alive by a mapping made through that handle
         after the handle itself was released (a write lease is granted only to the file's only
-        opener).  True too where leases cannot tell (they are disabled): the safe answer."""
-        try:
-            fcntl.fcntl(self.fd, fcntl.F_SETLEASE, fcntl.F_WRLCK)
-        except OSError as exc:
-            if exc.errno != errno.EAGAIN:
-                log.debug("no write lease on spool %s: %s", self.path, exc)
-            return True
-        fcntl.fcntl(self.fd, fcntl.F_SETLEASE, fcntl.F_UNLCK)
-        return False
+        opener).  True too where leases cannot tell (they are disabled): the safe answer.
+
+        The kernel sends a handle's RELEASE just before it closes the handle's backing file
+        (the closing process does that on its way back from close(2)), so right after a
+        RELEASE the answer may be a passing "held": asked again for up to ``patience`` s."""
+        deadline = None
+        while True:
+            try:
+                fcntl.fcntl(self.fd, fcntl.F_SETLEASE, fcntl.F_WRLCK)
+            except OSError as exc:
+                if exc.errno != errno.EAGAIN:
+                    log.debug("no write lease on spool %s: %s", self.path, exc)
+                    return True
+                now = time.monotonic()
+                deadline = deadline or now + patience
+                if now >= deadline:
+                    return True
+                time.sleep(0.0002)
+                continue
+            fcntl.fcntl(self.fd, fcntl.F_SETLEASE, fcntl.F_UNLCK)
+            return False
 
     def fsync(self) -> None:
         self.drain()

@@ -48,6 +48,7 @@ import cachetools
 from lakefuse.errors import InvalidName, NameTooLong, RefNotFound
 from lakefuse.fs.backend import LakeBackend, MountRef
 from lakefuse.fs.lru import LRUDict
+from lakefuse.fs.replies import WouldBlock
 from lakefuse.graveler.model import Entry
 
 MAX_NAME_BYTES = 255
@@ -183,6 +184,8 @@ class Tree:
                  ttl: float | None, metadata_entries: int = METADATA_ENTRIES, change_feed=None):
         self.backend = backend
         self._get_entry_or_child = getattr(backend, "get_entry_or_child", None)  # optional (LakeBackend)
+        #: the same, answered at once or WouldBlock (optional: see ``stat(quick=True)``)
+        self._get_entry_or_child_quick = getattr(backend, "get_entry_or_child_quick", None)
         self.repo = repo
         self.ref = ref
         self.writable = writable
@@ -383,17 +386,24 @@ class Tree:
 
     # ------------------------------------------------------------------ reads
 
-    def stat(self, path: str, fresh: bool = False) -> tuple[PathStat | None, float]:
+    def stat(self, path: str, fresh: bool = False, quick: bool = False) -> tuple[PathStat | None, float]:
         """What ``path`` is (None: nothing) and until when that answer may be cached: from
         memory, else one point read of the backend (see the module docstring).  ``fresh``:
-        from the backend whatever memory holds (what an unlink or rename acts on)."""
+        from the backend whatever memory holds (what an unlink or rename acts on).  ``quick``:
+        on the event loop: a point read only if the backend answers it at once (from memory
+        and an embedded database: ``lakefuse.graveler.quick``), never a listing, else
+        WouldBlock before anything changed."""
         if path == "":
             return ROOT_STAT, self._expiry()
         hit = None if fresh else self.cached(path)
         if hit is not None:
             return hit
+        if quick and (self._get_entry_or_child_quick is None or fresh or self._would_learn(path)
+                      or self._prefetch_due(path)
+                      or (self.change_feed is not None and self.change_cursor is None)):
+            raise WouldBlock
         self._take_cursor()
-        if not fresh:
+        if not fresh and not quick:
             hit = self._learn_small_directory(path)
             if hit is not None:
                 return hit
@@ -401,7 +411,10 @@ class Tree:
             changes = self._changes
             pending_before = self._pending.get(path, _NOT_PENDING)
         prefix = dir_prefix(path)
-        if self._get_entry_or_child is not None:  # one read of the backend, not two
+        if quick:
+            entry, first = self._get_entry_or_child_quick(self.repo, self.ref, path)
+            self._last_asked_dir = path.rpartition("/")[0]  # as _learn_small_directory notes it
+        elif self._get_entry_or_child is not None:  # one read of the backend, not two
             entry, first = self._get_entry_or_child(self.repo, self.ref, path)
         else:
             entry, first = self.backend.get_entry(self.repo, self.ref, path), None
@@ -431,8 +444,17 @@ class Tree:
                 children.names.add(name)  # made by another writer since the listing
                 self._complete[parent] = children
         if stat is not None and not fresh:
-            self._found(path)
+            self._found(path, may_list=not quick)
         return stat, expires
+
+    def _would_learn(self, path: str) -> bool:
+        """Whether ``_learn_small_directory`` would list the directory of ``path`` now."""
+        parent = path.rpartition("/")[0]
+        if self._last_asked_dir != parent:
+            return False
+        with self._lock:
+            too_big = self._big_dirs.get(parent)
+        return too_big is None or too_big <= time.monotonic()
 
     def _learn_small_directory(self, path: str) -> tuple[PathStat | None, float] | None:
         """At the second lookup in a row that memory cannot answer in one directory (``stat``
@@ -456,7 +478,18 @@ class Tree:
             return None
         return self.cached(path)
 
-    def _found(self, path: str) -> None:
+    def _prefetch_due(self, path: str) -> bool:
+        """Whether ``_found(path)`` would fetch a page ahead (a listing), were ``path`` found."""
+        last = self._last_found
+        parent = path.rpartition("/")[0]
+        if last is None or last >= path or last.rpartition("/")[0] != parent:
+            return False
+        reached = self._prefetched_to
+        if reached is not None and reached.rpartition("/")[0] == parent and path > reached:
+            return self._memory_answers - self._memory_answers_at_prefetch >= self._prefetch_size // 2
+        return self._ascending + 1 >= self._prefetch_run
+
+    def _found(self, path: str, may_list: bool = True) -> None:
         """A lookup found ``path`` in the backend: after a name found just before it in the
         same directory, fetch the names that follow (remembered by ``list_dir``), in a page
         twice as big as the last if lookups walked through that one (else the first size).
@@ -483,6 +516,8 @@ class Tree:
             return
         else:
             self._prefetch_size = PREFETCH_FIRST
+        if not may_list:  # on the event loop (``_prefetch_due`` said no: another thread moved on)
+            return
         _page, last_key, _exhausted = self.list_dir(parent, path, self._prefetch_size)
         self._prefetched_to = last_key.rstrip("/")
         self._memory_answers_at_prefetch = self._memory_answers

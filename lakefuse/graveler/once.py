@@ -10,6 +10,8 @@ from __future__ import annotations
 import threading
 from typing import Callable, Generic, TypeVar
 
+from lakefuse.graveler.quick import must_wait
+
 K = TypeVar("K")
 V = TypeVar("V")
 
@@ -25,6 +27,7 @@ class OncePerKey(Generic[K, V]):
     def get(self, key: K) -> V:
         value = self._values.get(key)
         if value is None:
+            must_wait("opening a store")
             with self._lock:
                 value = self._values.get(key)
                 if value is None:

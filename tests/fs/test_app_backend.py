@@ -9,7 +9,9 @@ import pytest
 from lakefuse.app import App
 from lakefuse.config import load_config
 from lakefuse.fs.app_backend import AppBackend
+from lakefuse.fs.replies import WouldBlock
 from lakefuse.fs.tree import Tree
+from lakefuse.graveler.quick import NotQuick, quick_only
 
 
 @pytest.fixture
@@ -52,3 +54,38 @@ def test_a_lookup_memory_cannot_answer_is_one_read_of_the_branch(app, monkeypatc
     assert tree.stat("d/dir")[0].is_dir and tree.stat("d/dir/missing")[0] is None
     assert tree.stat("d/bare")[0] == (True, None)
     assert reads == [b"d/file.csv", b"missing", b"d/dir", b"d/dir/missing", b"d/bare"]
+
+
+def test_quick_lookups_answer_from_memory_and_sqlite_or_would_block(app, tmp_path):
+    """On the event loop a lookup reads the backend only if it can answer at once: SQLite point
+    reads and ranges already decoded; a range still on disk, or a database reached through
+    SQLAlchemy, is WouldBlock, and the same lookup then answers on a worker thread."""
+    app = App(load_config(environ={"LAKEFUSE_HOME": str(tmp_path / "home")}))  # nothing in memory
+    backend = AppBackend(app)
+    main = backend.resolve_ref("sales", "main")
+    commit = backend.resolve_ref("sales", "main~0")
+    for ref in (main, commit):
+        with pytest.raises(WouldBlock):  # the commit's ranges are not in memory yet
+            backend.get_entry_or_child_quick("sales", ref, "d/file.csv")
+    assert backend.get_entry_or_child("sales", commit, "d/file.csv")[0] is not None  # loads them
+    for ref in (main, commit):
+        entry, child = backend.get_entry_or_child_quick("sales", ref, "d/file.csv")
+        assert entry.size == len(b"bytes of d/file.csv") and child is None
+        assert backend.get_entry_or_child_quick("sales", ref, "d/dir")[1].key == "d/dir/"
+        assert backend.get_entry_or_child_quick("sales", ref, "d/missing") == (None, None)
+    assert backend.get_entry_or_child_quick("sales", main, "d/staged.txt")[0].size == 6
+    with quick_only(), pytest.raises(NotQuick):
+        app.catalog.list_branches("sales")  # SQLAlchemy: never on the event loop
+    app.close()
+
+
+def test_a_quick_stat_changes_nothing_when_it_would_block(app):
+    backend = AppBackend(app)
+    tree = Tree(backend, "sales", backend.resolve_ref("sales", "main"), writable=True, ttl=None)
+    assert tree.stat("d/file.csv")[0].entry is not None  # a point read: the ranges are decoded now
+    assert tree.stat("x/one.txt", quick=True)[0] is None  # answered at once
+    with pytest.raises(WouldBlock):  # the second miss in a row in x/ would list x/ to learn it
+        tree.stat("x/two.txt", quick=True)
+    assert tree.cached("x/two.txt") is None
+    assert tree.stat("x/two.txt")[0] is None  # on a worker thread: x/ listed, known empty
+    assert tree.cached("x/three.txt")[0] is None  # known whole: a missing name from memory

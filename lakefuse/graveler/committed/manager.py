@@ -38,6 +38,7 @@ from lakefuse.graveler.committed.files import GravelerFiles, check_file_id
 from lakefuse.graveler.committed.loaded import LoadedMetaRange, LoadedRange
 from lakefuse.graveler.committed.writer import MetaRangeWriter, write_metarange_file
 from lakefuse.graveler.model import MetaRangeID, RangeInfo, ValueRecord
+from lakefuse.graveler.quick import must_wait, quick
 
 _EMPTY_METARANGE = LoadedMetaRange(EMPTY_FILE_ID, [], verify=True)
 #: refresh a weakly reached cache entry's recency once per this many hits (see "loading")
@@ -137,7 +138,12 @@ class CommittedManager:
         if metarange_id == EMPTY_FILE_ID:
             return _EMPTY_METARANGE
         check_file_id(metarange_id, "metarange")
-        meta = self._ram.get_or_load("metarange:" + metarange_id, lambda: self._load_metarange(metarange_id))
+        if quick():  # decoded in the cache, or NotQuick (it never waits for a load in flight)
+            meta = self._ram.get("metarange:" + metarange_id)
+            if meta is None:
+                must_wait(f"metarange {metarange_id}")
+        else:
+            meta = self._ram.get_or_load("metarange:" + metarange_id, lambda: self._load_metarange(metarange_id))
         refs = self._metarange_refs
 
         def forget(dead_ref, metarange_id=metarange_id):
@@ -161,9 +167,14 @@ class CommittedManager:
                 if not self._hits % TOUCH_EVERY:
                     self._touch(meta.cache_keys[index], loaded, scan)
                 return loaded
-        loaded = self._ram.get_or_load(
-            meta.cache_keys[index], lambda: self._load_range(meta.infos[index]), scan=scan
-        )
+        if quick():
+            loaded = self._ram.get(meta.cache_keys[index])
+            if loaded is None:
+                must_wait(f"range {meta.infos[index].id}")
+        else:
+            loaded = self._ram.get_or_load(
+                meta.cache_keys[index], lambda: self._load_range(meta.infos[index]), scan=scan
+            )
         meta.range_refs[index] = weakref.ref(loaded)
         return loaded
 
@@ -300,6 +311,7 @@ class CommittedManager:
         index = meta.range_index(from_key)
         budget = SEEK_RECORDS if from_key else 0  # records left to read from blocks
         while budget and index < len(meta.infos) and not self._resident(meta, index):
+            must_wait("blocks of a range file")
             for key, raw in self._range_reader(meta.infos[index]).iter_from(from_key):
                 if not budget:
                     from_key = key  # the rest of this range from the range itself
@@ -420,6 +432,7 @@ class CommittedManager:
         range, and decoding each range whole for it would cost as much as listing every file,
         and fill the RAM cache with ranges the walk reads again later."""
         info = meta.infos[index]
+        must_wait(f"a block of range {info.id}")
         for item in self._range_reader(info).iter_from(key):
             return item
         raise CorruptedData(f"range {info.id}: nothing at or after {key!r}, metarange says it ends at {info.max_key!r}")
