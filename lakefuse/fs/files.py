@@ -357,6 +357,8 @@ class Files(HandleOps):
             handle.kernel_writes = True
             of.kernel_writers += 1
         if names_spool and read_write:
+            handle.maps_spool = True
+            of.spool_mappers += 1
             of.spool.mappable = True  # a shared mapping through it may outlive it (``lakefuse.fs.mapped``)
         of.direct_handles += direct_io
         return handle
@@ -557,6 +559,7 @@ class Files(HandleOps):
             last = of.handles == 0
             of.direct_handles -= h.direct_io
             of.kernel_writers -= h.kernel_writes
+            of.spool_mappers -= h.maps_spool
             of.kernel_closed -= h.kernel_writes and h.closed
             of.released.notify_all()
             if h.passthrough:

@@ -79,7 +79,7 @@ class OpenFile:
     __slots__ = ("node", "lock", "handles", "spool", "dirty", "entry", "mtime_ns", "metadata",
                  "content_type", "mtime_explicit", "seq_end", "tail", "uncached_writes", "passthrough",
                  "direct_handles", "unsynced", "owned", "kernel_writers", "kernel_closed", "kernel_signature",
-                 "released")
+                 "released", "spool_mappers")
 
     def __init__(self, node: Node, entry: Entry | None):
         self.node = node
@@ -110,6 +110,8 @@ class OpenFile:
         self.kernel_closed = 0
         #: notified under ``lock`` when a handle is released
         self.released = threading.Condition(self.lock)
+        #: open read-write handles naming ``spool`` as the backing file (they may map it)
+        self.spool_mappers = 0
         #: ``spool.signature()`` when its bytes were last stored (None: not since it was made)
         self.kernel_signature: tuple[int, int, int] | None = None
 
@@ -127,20 +129,27 @@ class OpenFile:
         return self.entry.size if self.entry is not None else 0
 
     def kernel_may_change_spool(self) -> bool:
-        """Whether the kernel may change ``spool`` without the mount seeing it: a handle it
-        writes for is open, a handle still names the spool as the file's backing file, or a
-        mapping made through such a handle outlives it (``lakefuse.fs.mapped``).  The kernel
-        maps a file in passthrough mode through that backing file, whatever handle the mmap(2)
-        came through, so a shared writable mapping writes into the spool itself.  Such a spool
-        is stored as a copy (``Uploader.upload``), never moved into storage: moved, it would be
-        a stored object that the mapping changes, and the file would be backed by a file that is
-        no longer its own (a mapping of it faults past the object's end)."""
+        """Whether the kernel may change ``spool`` without the mount seeing it (the file must
+        then be stored again later): a handle it writes for is open, a read-write handle names
+        the spool as the file's backing file, or a mapping made through such a handle may
+        outlive it (``lakefuse.fs.mapped``).  The kernel maps a file in passthrough mode
+        through that backing file, whatever handle the mmap(2) came through, so a shared
+        writable mapping writes into the spool itself."""
         spool = self.spool
         if spool is None or not spool.kernel_writes or spool.sealed:
             return False
-        if self.kernel_writers > 0 or (self.passthrough.backing_id != 0 and self.passthrough.path == spool.path):
-            return True
-        return spool.mappable and spool.held_elsewhere()
+        return self.kernel_writers > 0 or self.spool_mappers > 0 or (spool.mappable and spool.held_elsewhere())
+
+    def spool_stays(self) -> bool:
+        """Whether storing the spool must store a copy of it, the spool staying the file's: the
+        kernel may change it, or a handle names it as the backing file (every later open of
+        the file must name it too, and an mmap through any of them maps it).  Moved into
+        storage, it would be a stored object that such a mapping changes, and the file would
+        be backed by a file that is no longer its own (a mapping faults past the object's end)."""
+        spool = self.spool
+        if spool is None or not spool.kernel_writes or spool.sealed:
+            return False
+        return (self.passthrough.backing_id != 0 and self.passthrough.path == spool.path) or self.kernel_may_change_spool()
 
     def await_kernel_release(self, timeout: float) -> bool:
         """For a file the kernel writes whose every writing descriptor was closed already
@@ -171,7 +180,7 @@ class FileHandle(Handle):
     backing file is the file's spool, and the kernel writes into it itself."""
 
     __slots__ = ("open_file", "writable", "entry", "reader", "lock", "direct_io", "passthrough", "kernel_writes",
-                 "closed")
+                 "maps_spool", "closed")
 
     def __init__(self, ops: HandleOps, open_file: OpenFile, writable: bool, entry: Entry | None,
                  direct_io: bool = False):
@@ -184,6 +193,7 @@ class FileHandle(Handle):
         self.direct_io = direct_io
         self.passthrough = False
         self.kernel_writes = False
+        self.maps_spool = False  # read-write, naming the spool as backing file: it may map it
         self.closed = False  # a FLUSH came: a descriptor of it was closed
 
 

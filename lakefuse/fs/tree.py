@@ -413,7 +413,7 @@ class Tree:
         prefix = dir_prefix(path)
         if quick:
             entry, first = self._get_entry_or_child_quick(self.repo, self.ref, path)
-            self._last_asked_dir = path.rpartition("/")[0]  # as _learn_small_directory notes it
+            self._last_asked_dir = path.rpartition("/")[0]  # as _learn_small_directory does
         elif self._get_entry_or_child is not None:  # one read of the backend, not two
             entry, first = self._get_entry_or_child(self.repo, self.ref, path)
         else:
@@ -448,7 +448,8 @@ class Tree:
         return stat, expires
 
     def _would_learn(self, path: str) -> bool:
-        """Whether ``_learn_small_directory`` would list the directory of ``path`` now."""
+        """Whether ``_learn_small_directory`` lists the directory of ``path`` now: the lookup
+        before asked there too, and it is not known to be too big."""
         parent = path.rpartition("/")[0]
         if self._last_asked_dir != parent:
             return False
@@ -464,12 +465,9 @@ class Tree:
         directory is noted as such (until ``ttl``) and gets point reads.  What ``path`` is, if
         the listing told."""
         parent = path.rpartition("/")[0]
-        previous, self._last_asked_dir = self._last_asked_dir, parent
-        if previous != parent:
-            return None
-        with self._lock:
-            too_big = self._big_dirs.get(parent)
-        if too_big is not None and too_big > time.monotonic():
+        learn = self._would_learn(path)
+        self._last_asked_dir = parent
+        if not learn:
             return None
         _page, _last, exhausted = self.list_dir(parent, "", SMALL_DIRECTORY)
         if not exhausted:

@@ -326,7 +326,7 @@ class Uploader:
                 deferred = False
             elif spool.adopted:
                 entry = self._restage_appended(of, durable)
-            elif kernel_written and of.kernel_may_change_spool():
+            elif kernel_written and of.spool_stays():
                 entry = self._store_copy(of, durable=durable, deferred=deferred)
             else:
                 entry = self._store_spool(of, hasher=tail_result, durable=durable, deferred=deferred)
@@ -369,20 +369,21 @@ class Uploader:
         copy = self._state.spools.new()
         try:
             copy.fill_from(live, live.size())
-            of.spool = copy
-            return self._store_spool(of, hasher=None, durable=durable, deferred=deferred)
+            # not put in ``of.spool``, even for a moment: the event loop reads the file's size
+            # and times from it without the file's lock (a closed copy there answered EBADF)
+            return self._store_spool(of, hasher=None, durable=durable, deferred=deferred, spool=copy)
         finally:
-            of.spool = live
             copy.close()
 
-    def _store_spool(self, of: OpenFile, hasher: ContentHasher | None, durable: bool, deferred: bool) -> Entry:
+    def _store_spool(self, of: OpenFile, hasher: ContentHasher | None, durable: bool, deferred: bool,
+                     spool: Spool | None = None) -> Entry:
         """Store the spool as a new object and stage it, now or (``deferred``) in the stager's
         next batch.  Storage on this machine takes the spool file itself (moved, not copied:
         the spool is sealed first, and a later write copies its bytes to a new spool); the
         object is then the mount's own (``lakefuse.fs.owned``), with its hash state if big."""
         node = of.node
         tree = node.tree
-        spool = of.spool
+        spool = of.spool if spool is None else spool  # (a copy of it: ``_store_copy``)
         if spool.sealed:  # an earlier move failed half-way: the file may be gone
             self.ensure_spool(of)
             spool, hasher = of.spool, None
