@@ -149,7 +149,8 @@ class OpenFile:
         spool = self.spool
         if spool is None or not spool.kernel_writes or spool.sealed:
             return False
-        return (self.passthrough.backing_id != 0 and self.passthrough.path == spool.path) or self.kernel_may_change_spool()
+        named = self.passthrough.backing_id != 0 and self.passthrough.path == spool.path
+        return named or self.kernel_may_change_spool()
 
     def await_kernel_release(self, timeout: float) -> bool:
         """For a file the kernel writes whose every writing descriptor was closed already
