@@ -140,17 +140,14 @@ class OpenFile:
             return False
         return self.kernel_writers > 0 or self.spool_mappers > 0 or (spool.mappable and spool.held_elsewhere())
 
-    def spool_stays(self) -> bool:
-        """Whether storing the spool must store a copy of it, the spool staying the file's: the
-        kernel may change it, or a handle names it as the backing file (every later open of
-        the file must name it too, and an mmap through any of them maps it).  Moved into
-        storage, it would be a stored object that such a mapping changes, and the file would
-        be backed by a file that is no longer its own (a mapping faults past the object's end)."""
+    def spool_is_backing(self) -> bool:
+        """Whether a handle names ``spool`` as the file's backing file.  Every later open of
+        the file must name it too, and an mmap(2) through any of them maps it, so storing the
+        file then stores a copy and the spool stays the file's: moved into storage, it would
+        be a stored object that such a mapping changes, and the file would be backed by a file
+        that is no longer its own (a mapping faults past the object's end)."""
         spool = self.spool
-        if spool is None or not spool.kernel_writes or spool.sealed:
-            return False
-        named = self.passthrough.backing_id != 0 and self.passthrough.path == spool.path
-        return named or self.kernel_may_change_spool()
+        return spool is not None and self.passthrough.backing_id != 0 and self.passthrough.path == spool.path
 
     def await_kernel_release(self, timeout: float) -> bool:
         """For a file the kernel writes whose every writing descriptor was closed already

@@ -7,8 +7,9 @@ to a node goes to (``writable_tree``: EROFS outside branches).  Files created th
 mount but not uploaded yet are found here too (``lakefuse.fs.state.Unstaged``).
 
 Lookup and getattr run on the adapter's event loop with ``blocking=False``: from memory, or a
-quick read of the backend (``Tree.stat(quick=True)``), else ``WouldBlock``.  ``lookup`` of a name in a tree directory is the hottest call of a
-mount: one inode-table lock, no call that is not needed when the node exists.
+quick read of the backend (``Tree.stat(quick=True)``), else ``WouldBlock``.  ``lookup`` of a
+name in a tree directory is the hottest call of a mount: one inode-table lock, no call that is
+not needed when the node exists.
 """
 
 from __future__ import annotations

@@ -321,20 +321,23 @@ class Uploader:
             # a new file's first entries wait for the stager's next batch, unless fsync asks
             deferred = not durable and self._state.unstaged.node(tree, node.path) is node
             replaced = of.entry
+            # asked once (a lease, where a mapping may hold the spool): the kernel may change
+            # the spool later, so the file stays to be stored again
+            may_change = kernel_written and of.kernel_may_change_spool()
             if isinstance(tail_result, Entry):
                 entry = tail_result  # streamed while written, and staged
                 deferred = False
             elif spool.adopted:
                 entry = self._restage_appended(of, durable)
-            elif kernel_written and of.spool_stays():
+            elif may_change or (kernel_written and of.spool_is_backing()):
+                # the spool stays the file's: storage takes a copy (see ``spool_is_backing``)
                 entry = self._store_copy(of, durable=durable, deferred=deferred)
             else:
                 entry = self._store_spool(of, hasher=tail_result, durable=durable, deferred=deferred)
             if replaced is not None and replaced.physical_address != entry.physical_address and of.handles <= 1:
                 self._owned.superseded(tree, node.path, replaced)  # no other handle reads it
-            # while the kernel may still write into the spool, the file stays to be stored
-            # again if it changes (``kernel_signature`` tells)
-            of.dirty = kernel_written and of.kernel_may_change_spool()
+            # stored again if the spool changes meanwhile (``kernel_signature`` tells)
+            of.dirty = may_change
             of.kernel_signature = signature if of.dirty else None
             of.unsynced = not durable
             of.seq_end = None
