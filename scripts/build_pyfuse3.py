@@ -20,6 +20,8 @@ and pyfuse3 exposes no passthrough API.  So this script:
    and ``FileInfo(noflush=...)`` (FOPEN_NOFLUSH: no FLUSH request at close(2) of that handle);
    and a session loop that reads a request already queued without waiting for the descriptor
    (a non-blocking /dev/fuse: no lock, epoll registration or scheduler pass per request);
+   and ``pyfuse3.readdir_reply_name`` (a READDIRPLUS entry without attributes, which the kernel
+   makes no inode of) with ``pyfuse3.readdir_caller`` (the thread ID a readdir lists for);
 3. builds a wheel of that pyfuse3 linked to the new libfuse (rpath, so nothing system-wide
    changes: the system's libfuse, fusermount3 and mount helpers stay as they are).
 
@@ -205,6 +207,35 @@ EDITS = [
      "    writes to the filesystem (FUSE_HANDLE_KILLPRIV_V2; added by lakefuse's build).'''\n"
      "    return killpriv_v2_granted\n\n\n"
      "@async_wrapper\nasync def main("),
+    # a READDIRPLUS entry without attributes: node ID 0, so the kernel makes no inode for it
+    # (nor takes a lookup count) and only reports the name, its inode number and type, which is
+    # all a walk that stats nothing (``find``) needs, at a fraction of the kernel's cost of an
+    # inode per entry; and the thread ID of the process listing, whose later lookups tell
+    # whether it stats what it lists
+    ("src/pyfuse3/__init__.pyx",
+     "def readdir_reply(ReaddirToken token, name, EntryAttributes attr, off_t next_id):\n",
+     "def readdir_caller(ReaddirToken token):\n"
+     "    \"The thread ID of the process this readdir lists for (added by lakefuse's build).\"\n"
+     "    return fuse_req_ctx(token.req).pid\n\n\n"
+     "def readdir_reply_name(ReaddirToken token, name, fuse_ino_t ino, mode_t mode, off_t next_id):\n"
+     "    \"An entry without attributes (name, inode number, file type; node ID 0): the kernel\"\n"
+     "    \" makes no inode of it and takes no lookup count (added by lakefuse's build).\"\n"
+     "    cdef fuse_entry_param entry\n"
+     "    cdef size_t len_\n"
+     "    if token.buf_start == NULL:\n"
+     "        token.buf_start = <char*> calloc_or_raise(token.size, sizeof(char))\n"
+     "        token.buf = token.buf_start\n"
+     "    string.memset(&entry, 0, sizeof(fuse_entry_param))\n"
+     "    entry.attr.st_ino = ino\n"
+     "    entry.attr.st_mode = mode\n"
+     "    len_ = fuse_add_direntry_plus(token.req, token.buf, token.size, PyBytes_AsString(name),\n"
+     "                                  &entry, next_id)\n"
+     "    if len_ > token.size:\n"
+     "        return False\n"
+     "    token.size -= len_\n"
+     "    token.buf = &token.buf[len_]\n"
+     "    return True\n\n\n"
+     "def readdir_reply(ReaddirToken token, name, EntryAttributes attr, off_t next_id):\n"),
 ]
 
 

@@ -75,6 +75,7 @@ from lakefuse.fs.replies import BLOCK_SIZE, Attributes, Invalidations, OpenResul
 from lakefuse.fs.state import WATCHED_BRANCH_TTL, MountState
 from lakefuse.fs.tree import MAX_NAME_BYTES, METADATA_ENTRIES, Tree
 from lakefuse.fs.uploads import Uploader
+from lakefuse.fs.walkers import Walkers
 from lakefuse.fs.xattrs import Xattrs
 
 __all__ = ["Attributes", "Invalidations", "LakeFilesystem", "MODE_KEY", "MTIME_NS_KEY", "OpenResult", "WouldBlock"]
@@ -96,11 +97,13 @@ class LakeFilesystem:
                  read_only: bool = False, uid: int | None = None, gid: int | None = None,
                  branch_ttl: float = 1.0, immutable_ttl: float = 86400.0, readdir_page: int = 5000,
                  change_feed: bool = False, watched_branch_ttl: float = WATCHED_BRANCH_TTL, uid_map=None, gid_map=None,
-                 force_owner: bool = False, metadata_entries: int = METADATA_ENTRIES):
+                 force_owner: bool = False, metadata_entries: int = METADATA_ENTRIES,
+                 names_only_programs: frozenset[str] = frozenset()):
         """``uid``/``gid``: the default owner (of entries storing none; default: this process's);
         ``uid_map``/``gid_map`` ({stored: shown}) and ``force_owner``: see ``lakefuse.fs.owners``;
         ``metadata_entries``: paths each ref's metadata cache keeps, and entries of its listing
-        pages (``lakefuse.fs.tree``)."""
+        pages (``lakefuse.fs.tree``); ``names_only_programs``: programs whose listings give
+        regular files by name alone (``lakefuse.fs.walkers``)."""
         self.state = state = MountState(
             backend, spool_dir=spool_dir, read_only=read_only, uid=uid, gid=gid, branch_ttl=branch_ttl,
             immutable_ttl=immutable_ttl, readdir_page=readdir_page, change_feed=change_feed,
@@ -112,7 +115,9 @@ class LakeFilesystem:
         self._inodes = inodes = Inodes(state, attributes)
         self._uploader = uploader = Uploader(state)
         self._files = files = Files(state, inodes, attributes, uploader)
-        self._readdir = Readdir(state, inodes, attributes)
+        #: which processes stat what they list (``lakefuse.fs.walkers``)
+        self.walkers = walkers = Walkers(programs=names_only_programs)
+        self._readdir = Readdir(state, inodes, attributes, walkers)
         self._namespace = Namespace(state, inodes, attributes, uploader)
         self._metadata = metadata = Metadata(state, inodes, attributes, files, uploader)
         self._special = Special(state, inodes, attributes, uploader)
@@ -129,11 +134,15 @@ class LakeFilesystem:
 
     # ------------------------------------------------------------------ names and attributes
 
-    def lookup(self, parent_ino: int, name: bytes | str, blocking: bool = True) -> Attributes:
-        """The child ``name`` of a directory (its lookup count goes up by one).  Raises
-        ENOENT; on immutable trees returns attributes with ``ino == 0`` instead (a negative
-        entry the kernel may cache)."""
-        return self._inodes.lookup(parent_ino, name, blocking)
+    def lookup(self, parent_ino: int, name: bytes | str, blocking: bool = True, caller: int = 0) -> Attributes:
+        """The child ``name`` of a directory (its lookup count goes up by one), for the process
+        ``caller`` (a thread ID; a regular file found counts it as a process that stats what it
+        lists: ``lakefuse.fs.walkers``).  Raises ENOENT; on immutable trees returns attributes
+        with ``ino == 0`` instead (a negative entry the kernel may cache)."""
+        attrs = self._inodes.lookup(parent_ino, name, blocking)
+        if caller and stat_mode.S_ISREG(attrs.mode):
+            self.walkers.looked_up_file(caller)
+        return attrs
 
     def forget(self, items) -> None:
         self._inodes.forget(items)
@@ -182,10 +191,10 @@ class LakeFilesystem:
     def opendir(self, ino: int) -> int:
         return self._readdir.opendir(self.table.get(ino))
 
-    def open_dir(self, ino: int) -> OpenResult:
-        """``opendir``, and whether the kernel may keep the directory's listing (see
-        ``lakefuse.fs.readdir``)."""
-        return self._readdir.open_dir(self.table.get(ino))
+    def open_dir(self, ino: int, caller: int = 0) -> OpenResult:
+        """``opendir`` by the process ``caller`` (a thread ID), and whether the kernel may keep
+        the directory's listing (see ``lakefuse.fs.readdir``)."""
+        return self._readdir.open_dir(self.table.get(ino), caller)
 
     def releasedir(self, fh: int) -> None:
         self._handles.pop(fh)
@@ -202,16 +211,20 @@ class LakeFilesystem:
             self._uploader.sync(tree.repo)
 
     def readdir(self, fh: int, offset: int, add: Callable[[bytes, Attributes, int], bool],
-                blocking: bool = True) -> None:
+                blocking: bool = True, add_name: Callable[[bytes, int, int, int], bool] | None = None,
+                caller: int = 0) -> None:
         """Report entries from position ``offset`` through ``add(name, attrs, next_offset)``
         until it returns False (the kernel's buffer is full); each reported entry's lookup
-        count goes up by one.  Offsets are positions in this handle's listing; resuming at the
-        last one continues the backend listing after the last key (``after=``), so a huge
-        directory is listed in pages, never re-read from the start."""
+        count goes up by one.  ``add_name(name, ino, mode, next_offset)``, if given, reports an
+        entry without attributes (and without a lookup count), which regular files get when the
+        process ``caller`` is not one that stats what it lists (``lakefuse.fs.walkers``).
+        Offsets are positions in this handle's listing; resuming at the last one continues the
+        backend listing after the last key (``after=``), so a huge directory is listed in
+        pages, never re-read from the start."""
         h = self._handles.get(fh)
         if h is None:
             raise OSError(errno.EBADF, "not a directory handle")
-        h.ops.readdir(h, offset, add, blocking)
+        h.ops.readdir(h, offset, add, blocking, add_name, caller)
 
     def mkdir(self, parent_ino: int, name: bytes | str, mode: int, uid: int | None = None,
               gid: int | None = None, blocking: bool = True) -> Attributes:

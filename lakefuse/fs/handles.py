@@ -61,7 +61,7 @@ class HandleOps:
         table: the caller takes it out if this returns), else WouldBlock."""
         raise WouldBlock
 
-    def readdir(self, h, offset: int, add, blocking: bool) -> None:
+    def readdir(self, h, offset: int, add, blocking: bool, add_name=None, caller: int = 0) -> None:
         raise OSError(errno.EBADF, "not a directory handle")
 
 

@@ -191,7 +191,7 @@ class Inodes:
         kind = _DIR if stat.is_dir else _FILE
         table = self._table
         with table.lock:
-            node = table.find_path(tree.key, path)
+            node = table.find_path(tree.key, path, named=True)
             if node is None or node.kind is not kind or (
                     node.stat is not stat and kind is _FILE and _file_type(node.stat) != _file_type(stat)):
                 # a new node for a new kind of file (the kernel keeps an inode's type for life)
@@ -225,6 +225,20 @@ class Inodes:
             return self._listed_file_attrs(found, tree, stat)
         node = self.tree_node(tree, path, stat, expires, lookups=1, listed=True)
         return self._listed_attrs(node, stat)
+
+    def named_entry(self, tree: Tree, path: str, stat: PathStat) -> int | None:
+        """The inode number to report for ``path`` in ``tree`` in an entry without attributes
+        (``lakefuse.fs.walkers``): the one the table holds, else a new one without a lookup
+        count.  None: not a regular file the table may number so (the entry needs its
+        attributes).  Under the table's lock (the listing's batch holds it)."""
+        if stat.is_dir or stat.entry is None or _file_type(stat) is not None:
+            return None
+        found = self._table.peek_path(tree.key, path)
+        if found is None:
+            return self._table.add_listed(tree, path, lookups=0)
+        if found.__class__ is int:
+            return found
+        return found.ino if found.kind is _FILE else None
 
     def find(self, tree: Tree, path: str) -> Node | None:
         """The node the kernel knows for ``path`` in ``tree``, if any."""

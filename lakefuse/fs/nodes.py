@@ -19,10 +19,17 @@ inode numbers in blocks of ``INO_BLOCK`` per tree, so the number alone tells the
 first request that needs more than the listing's reply (a ``getattr``, ``lookup``, ``open``,
 a rename of its directory) makes its node (``get``, ``find_path``): callers only ever see nodes.
 A listed file is attached (``Node.attached``) while the index still maps its path to its number.
+
+A file a listing reported by name alone (``lakefuse.fs.walkers``) gets a listed file's number
+with no lookup count (``add_listed(..., lookups=0)``), so a later lookup of it answers the inode
+number the listing reported.  The kernel holds no inode for it, so nothing forgets it: the
+newest ``UNREFERENCED_LISTED`` of them are kept, and ``find_path`` does not count them (there is
+no node the kernel knows).
 """
 
 from __future__ import annotations
 
+import collections
 import enum
 import errno
 import threading
@@ -33,6 +40,8 @@ from lakefuse.fs.tree import CONTROL_DIR_NAME, Tree
 ROOT_INODE = 1
 #: inode numbers listed files take per tree at a time (see the module docstring)
 INO_BLOCK = 1 << 12
+#: listed files reported by name alone kept with their inode numbers (see the module docstring)
+UNREFERENCED_LISTED = 1 << 19
 
 #: the files of a branch's control directory (``lakefuse.fs.control``), in listing order
 CONTROL_FILES = ("branch", "commit", "head", "merge", "reset", "status", "tag")
@@ -162,6 +171,7 @@ class InodeTable:
         self._listed_lookups: dict[int, int] = {}
         self._block_trees: dict[int, Tree] = {}
         self._tree_blocks: dict[int, list[int]] = {}  # id(tree) -> [next inode number, end of its block]
+        self._unreferenced: collections.deque[int] = collections.deque()  # listed by name alone, oldest first
 
     def _tree_paths(self, tree_key: Hashable) -> dict[str, Node | int]:
         paths = self._paths.get(tree_key)
@@ -200,8 +210,9 @@ class InodeTable:
                     node = self._node_of_listed(ino, path)
         return node
 
-    def find_path(self, tree_key: Hashable, path: str) -> Node | None:
-        """The node of ``path_key(tree_key, path)``, if any (one call: per lookup)."""
+    def find_path(self, tree_key: Hashable, path: str, named: bool = False) -> Node | None:
+        """The node of ``path_key(tree_key, path)``, if any (one call: per lookup); a file
+        listed by name alone only with ``named`` (its node is made, without a lookup count)."""
         paths = self._paths.get(tree_key)
         if paths is None:
             return None
@@ -210,6 +221,8 @@ class InodeTable:
             with self.lock:
                 node = paths.get(path)
                 if node.__class__ is int:
+                    if not named and self._listed_lookups.get(node) == 0:
+                        return None  # listed by name alone: the kernel knows no inode for it
                     node = self._node_of_listed(node, self._listed[node])
         return node
 
@@ -226,9 +239,10 @@ class InodeTable:
         paths = self._paths.get(tree_key)
         return paths.get(path) if paths is not None else None
 
-    def add_listed(self, tree: Tree, path: str) -> int:
+    def add_listed(self, tree: Tree, path: str, lookups: int = 1) -> int:
         """A new inode number for the regular file ``path`` of ``tree`` that a listing reports,
-        with a lookup count of 1 and no node.  Under ``lock``."""
+        with a lookup count of ``lookups`` (0: reported by name alone) and no node.  Under
+        ``lock``."""
         cursor = self._tree_blocks.get(id(tree))
         if cursor is None or cursor[0] == cursor[1]:
             start = -(-self._next_ino // INO_BLOCK) * INO_BLOCK
@@ -239,11 +253,27 @@ class InodeTable:
         cursor[0] = ino + 1
         self._listed[ino] = path
         self._tree_paths(tree.key)[path] = ino
+        if lookups != 1:
+            self._listed_lookups[ino] = lookups
+            if not lookups:
+                unreferenced = self._unreferenced
+                unreferenced.append(ino)
+                if len(unreferenced) > UNREFERENCED_LISTED:
+                    self._drop_unreferenced(unreferenced.popleft())
         return ino
+
+    def _drop_unreferenced(self, ino: int) -> None:
+        """Forget the listed file ``ino`` if it still has no lookup count.  Under ``lock``."""
+        if self._listed_lookups.get(ino) == 0:
+            self._forget_listed(ino, 0)
 
     def add_listed_lookup(self, ino: int) -> None:
         """A listing reported the listed file ``ino`` again.  Under ``lock``."""
-        self._listed_lookups[ino] = self._listed_lookups.get(ino, 1) + 1
+        lookups = self._listed_lookups.get(ino, 1) + 1
+        if lookups == 1:  # it was reported by name alone
+            del self._listed_lookups[ino]
+        else:
+            self._listed_lookups[ino] = lookups
 
     def listed_files(self, tree_key: Hashable) -> list[tuple[int, str]]:
         """``(inode number, path)`` of the listed files of a tree that have no node."""
@@ -258,6 +288,10 @@ class InodeTable:
         prefix = f"{path}/" if path else ""
         for ino, listed_path in self.listed_files(tree_key):
             if listed_path.startswith(prefix) or listed_path == path:
+                with self.lock:
+                    if self._listed_lookups.get(ino) == 0:  # the kernel knows no inode: no node
+                        self._drop_unreferenced(ino)
+                        continue
                 self.get(ino)
 
     def detach_listed(self, tree_key: Hashable) -> None:

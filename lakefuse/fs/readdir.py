@@ -17,6 +17,11 @@ yet, nothing changed in it since, and within the tree's ``ttl``); else the opend
 the listing it is served instead is kept in its place.  The kernel drops a listing itself when
 this mount changes the directory.  Repositories, refs and the control directory are listed
 anew at each opendir.
+
+A reply may give regular files by name alone (``add_name``: name, inode number, type; no
+lookup count), which a walk that stats nothing takes several times faster; ``Walkers``
+decides when (``lakefuse.fs.walkers``), and an opendir by a process that stats drops a kept
+listing that has names alone.
 """
 
 from __future__ import annotations
@@ -32,13 +37,19 @@ from lakefuse.fs.nodes import Node, NodeKind
 from lakefuse.fs.replies import Attributes, OpenResult, WouldBlock
 from lakefuse.fs.state import MountState
 from lakefuse.fs.tree import Tree, dir_prefix
+from lakefuse.fs.walkers import Walkers
 
 Add = Callable[[bytes, Attributes, int], bool]
+#: ``add_name(name, inode number, mode, next offset)``: an entry without attributes
+AddName = Callable[[bytes, int, int, int], bool]
+#: the mode an entry by name alone reports (its file type is all that counts)
+_NAMED_FILE_MODE = 0o100000
 
 
 class Readdir(HandleOps):
-    def __init__(self, state: MountState, inodes: Inodes, attributes: NodeAttributes):
+    def __init__(self, state: MountState, inodes: Inodes, attributes: NodeAttributes, walkers: Walkers):
         self._state = state
+        self._walkers = walkers
         self._table = state.table
         self._inodes = inodes
         self._attrs = attributes.get
@@ -48,21 +59,27 @@ class Readdir(HandleOps):
             raise OSError(errno.ENOTDIR, "not a directory")
         return self._state.handles.add(DirHandle(self, node))
 
-    def open_dir(self, node: Node) -> OpenResult:
-        """``opendir``, and what the kernel may do with the listing (see the module docstring)."""
+    def open_dir(self, node: Node, caller: int = 0) -> OpenResult:
+        """``opendir`` by the process ``caller``, and what the kernel may do with the listing
+        (see the module docstring)."""
         fh = self.opendir(node)
         if node.kind is not NodeKind.DIR:
             return OpenResult(fh)
-        return OpenResult(fh, keep_cache=node.tree.kernel_keeps(node.path), cache_readdir=True)
+        tree = node.tree
+        keep = tree.kernel_keeps(node.path) and not self._walkers.drop_kept_names(tree.key, node.path, caller)
+        return OpenResult(fh, keep_cache=keep, cache_readdir=True)
 
-    def readdir(self, h: DirHandle, offset: int, add: Add, blocking: bool) -> None:
+    def readdir(self, h: DirHandle, offset: int, add: Add, blocking: bool, add_name: AddName | None = None,
+                caller: int = 0) -> None:
         if not blocking:
             if not h.lock.acquire(blocking=False):
                 raise WouldBlock
             h.lock.release()
         with h.lock:
             if h.node.kind is NodeKind.DIR:
-                self._readdir_tree(h, offset, add, blocking)
+                if add_name is not None and not self._walkers.names_only(caller):
+                    add_name = None
+                self._readdir_tree(h, offset, add, blocking, add_name)
             else:
                 if not blocking and (h.static is None or offset == 0):
                     raise WouldBlock
@@ -104,7 +121,8 @@ class Readdir(HandleOps):
 
     # ------------------------------------------------------------------ a tree's directories
 
-    def _readdir_tree(self, h: DirHandle, offset: int, add: Add, blocking: bool = True) -> None:
+    def _readdir_tree(self, h: DirHandle, offset: int, add: Add, blocking: bool = True,
+                      add_name: AddName | None = None) -> None:
         node = h.node
         tree = node.tree
         if not blocking:  # from memory only: the buffered entries and the tree's kept pages
@@ -142,7 +160,7 @@ class Readdir(HandleOps):
                     h.kernel_token = None
                 h.buffer.extend(extras)
                 continue
-            if not self._emit_buffered(h, add, tree):
+            if not self._emit_buffered(h, add, tree, add_name):
                 return
 
     def _buffer_kept_page(self, h: DirHandle) -> bool:
@@ -154,17 +172,20 @@ class Readdir(HandleOps):
         h.buffer.extend(page)
         return True
 
-    def _emit_buffered(self, h: DirHandle, add: Add, tree: Tree) -> bool:
+    def _emit_buffered(self, h: DirHandle, add: Add, tree: Tree, add_name: AddName | None = None) -> bool:
         """Report the listed entries in ``h.buffer``; False once ``add`` says the kernel's
         buffer is full.  The per-entry loop of every listing (``ls``, ``find``, a Spark
         listing): the inode table's lock is held for the batch, and a name the table
         knows already (a second listing) costs a dictionary lookup and its cached attributes
         if it has any (a listing keeps none: ``NodeAttributes.listed``), and a regular file
-        new to the table gets an inode number but no node (``Inodes.listed_entry``)."""
+        new to the table gets an inode number but no node (``Inodes.listed_entry``).  With
+        ``add_name``, regular files are reported by name alone (``Inodes.named_entry``)."""
         buffer, names, emitted = h.buffer, h.names, h.emitted
         prefix = dir_prefix(h.node.path)
         expires = tree._expiry()
-        listed_entry, table = self._inodes.listed_entry, self._table
+        listed_entry, named_entry, table = self._inodes.listed_entry, self._inodes.named_entry, self._table
+        served_names = False
+        room = True
         with table.lock:
             while buffer:
                 name, key, stat = buffer[0]
@@ -174,14 +195,28 @@ class Readdir(HandleOps):
                 # a file's key is its path (one string shared by the node, the page and the
                 # tree's cache); a directory's ends with '/'
                 path = key if key is not None and key[-1] != "/" else prefix + name
+                if add_name is not None:
+                    ino = named_entry(tree, path, stat)
+                    if ino is not None:
+                        if not add_name(name.encode("utf-8"), ino, _NAMED_FILE_MODE, len(emitted) + 1):
+                            room = False
+                            break
+                        served_names = True
+                        buffer.popleft()
+                        emitted.append((key, name))
+                        names.add(name)
+                        continue
                 attrs = listed_entry(tree, path, stat, expires)
                 if not add(name.encode("utf-8"), attrs, len(emitted) + 1):
                     table.forget(attrs.ino, 1)  # not reported after all (dropped if nothing else uses it)
-                    return False
+                    room = False
+                    break
                 buffer.popleft()
                 emitted.append((key, name))
                 names.add(name)
-        return True
+        if served_names:
+            self._walkers.served_names(tree.key, h.node.path)
+        return room
 
     def _seek(self, h: DirHandle, offset: int) -> None:
         """Restart a listing at a position reported earlier (rewinddir, seekdir)."""

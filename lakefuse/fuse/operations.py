@@ -40,6 +40,12 @@ log = logging.getLogger(__name__)
 WORKER_THREADS = 16
 #: the largest read the kernel sends (max_pages 256 of the libfuse session)
 READ_BUFFER_BYTES = 1024 * 1024
+#: what lakefuse's build of pyfuse3 adds for listings without attributes (None: a stock pyfuse3,
+#: whose listings give every entry its attributes)
+_reply_name = getattr(pyfuse3, "readdir_reply_name", None)
+_readdir_caller = getattr(pyfuse3, "readdir_caller", None)
+#: whether listings may give regular files by name alone (``lakefuse.fs.walkers``)
+LISTINGS_BY_NAME = _reply_name is not None
 
 
 #: errnos that say something went wrong in lakefuse or its storage, not in the request: logged
@@ -305,10 +311,11 @@ class LakeOperations(pyfuse3.Operations):
 
     @fuse_errors
     async def lookup(self, parent_inode, name, ctx=None):
+        caller = ctx.pid if ctx is not None else 0
         try:
-            attrs = self.fs.lookup(parent_inode, name, blocking=False)
+            attrs = self.fs.lookup(parent_inode, name, blocking=False, caller=caller)
         except WouldBlock:
-            attrs = await self._run(self.fs.lookup, parent_inode, name)
+            attrs = await self._run(self.fs.lookup, parent_inode, name, True, caller)
         return entry_attributes(attrs)
 
     async def forget(self, inode_list):
@@ -364,7 +371,7 @@ class LakeOperations(pyfuse3.Operations):
 
     @fuse_errors
     async def opendir(self, inode, ctx):
-        return dir_info(self.fs.open_dir(inode))
+        return dir_info(self.fs.open_dir(inode, ctx.pid))
 
     @fuse_errors
     async def readdir(self, fh, start_id, token):
@@ -373,10 +380,17 @@ class LakeOperations(pyfuse3.Operations):
         def add(name: bytes, attrs: Attributes, next_id: int) -> bool:
             return reply(token, name, attrs.wire or entry_attributes(attrs), next_id)
 
+        add_name, caller = None, 0
+        if _reply_name is not None:  # lakefuse's pyfuse3: entries without attributes
+            caller = _readdir_caller(token)
+
+            def add_name(name: bytes, ino: int, mode: int, next_id: int) -> bool:
+                return _reply_name(token, name, ino, mode, next_id)
+
         try:
-            self.fs.readdir(fh, start_id, add, blocking=False)
+            self.fs.readdir(fh, start_id, add, False, add_name, caller)
         except WouldBlock:
-            await self._run(self.fs.readdir, fh, start_id, add)
+            await self._run(self.fs.readdir, fh, start_id, add, True, add_name, caller)
 
     @fuse_errors
     async def releasedir(self, fh):

@@ -125,6 +125,8 @@ CASES = [
     (USAGE, ["mount", "{directory}", "--change-poll", "soon"], "not a number of seconds"),
     (USAGE, ["mount", "{directory}", "--branch-timeout", "-1"], "between 0 and 86400"),
     (USAGE, ["mount", "{directory}", "--branch-timeout", "a day"], "not a number of seconds"),
+    (USAGE, ["mount", "{directory}", "--names-only-for", "/usr/bin/find"], "not a program name"),
+    (USAGE, ["mount", "{directory}", "--names-only-for", "a-program-name-too-long"], "at most 15 bytes"),
     (USAGE, ["mount", "{directory}", "--spin-us", "1.5"], "not a whole number of microseconds"),
     (USAGE, ["mount", "{directory}", "--spin-us", "200000"], "between 0 and 100000"),
     (USAGE, ["mount", "{directory}", "--metadata-entries", "0"], "between 1 and 1000000000"),
