@@ -77,13 +77,7 @@ class Walkers:
         """``caller`` looked up a regular file (the kernel had no inode for it)."""
         if not caller or not self.programs:  # nobody gets names alone: nothing to tell
             return
-        until = self._clock() + self.ttl
-        statting = self._statting
-        with self._lock:
-            statting[caller] = until
-            statting.move_to_end(caller)
-            if len(statting) > CALLERS_KEPT:
-                statting.popitem(last=False)
+        self._remember(self._statting, caller, self._clock() + self.ttl, CALLERS_KEPT)
 
     def stats(self, caller: int) -> bool:
         """Whether ``caller`` counts as a process that stats what it lists; if it does, for
@@ -115,22 +109,19 @@ class Walkers:
         if known is not None and known[1] > now:
             return known[0]
         verdict = self._program_of(caller) in self.programs
-        callers = self._name_only_callers
-        with self._lock:
-            callers[caller] = (verdict, now + PROGRAM_SECONDS)
-            callers.move_to_end(caller)
-            if len(callers) > CALLERS_KEPT:
-                callers.popitem(last=False)
+        self._remember(self._name_only_callers, caller, (verdict, now + PROGRAM_SECONDS), CALLERS_KEPT)
         return verdict
 
     def served_names(self, tree_key: Hashable, path: str) -> None:
         """The listing of directory ``path`` gave some files by name alone."""
-        key = (tree_key, path)
-        kept = self._names_served
+        self._remember(self._names_served, (tree_key, path), None, DIRECTORIES_KEPT)
+
+    def _remember(self, kept: OrderedDict, key, value, limit: int) -> None:
+        """``kept[key] = value`` as its newest entry, and the oldest forgotten past ``limit``."""
         with self._lock:
-            kept[key] = None
+            kept[key] = value
             kept.move_to_end(key)
-            if len(kept) > DIRECTORIES_KEPT:
+            if len(kept) > limit:
                 kept.popitem(last=False)
 
     def drop_kept_names(self, tree_key: Hashable, path: str, caller: int) -> bool:
