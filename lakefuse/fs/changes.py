@@ -89,7 +89,7 @@ class ChangeFeed:
     def _stale_listed(self, tree: Tree, out: Invalidations) -> None:
         """``_stale`` for the listed files of ``tree`` that have no node (nothing to forget
         but the kernel's name and attributes of them)."""
-        for ino, path in self._state.table.listed_files(tree.key):
+        for ino, path in self._state.table.listed_files(tree.key, known_to_kernel=True):
             self._invalidate_in_kernel(tree, path, ino, out)
 
     def _stale(self, node: Node, out: Invalidations) -> None:

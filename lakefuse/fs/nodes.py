@@ -275,12 +275,16 @@ class InodeTable:
         else:
             self._listed_lookups[ino] = lookups
 
-    def listed_files(self, tree_key: Hashable) -> list[tuple[int, str]]:
-        """``(inode number, path)`` of the listed files of a tree that have no node."""
+    def listed_files(self, tree_key: Hashable, known_to_kernel: bool = False) -> list[tuple[int, str]]:
+        """``(inode number, path)`` of the listed files of a tree that have no node; with
+        ``known_to_kernel``, not those listed by name alone (the kernel has no inode for them)."""
         with self.lock:
             paths = self._paths.get(tree_key)
             if not paths:
                 return []
+            if known_to_kernel:
+                lookups = self._listed_lookups
+                return [(ino, path) for path, ino in paths.items() if ino.__class__ is int and lookups.get(ino) != 0]
             return [(ino, path) for path, ino in paths.items() if ino.__class__ is int]
 
     def materialize_under(self, tree_key: Hashable, path: str) -> None:

@@ -130,3 +130,25 @@ def test_a_find_that_stats_gets_attributes_after_its_first_lookup(names_fs):
     big = names_fs.lookup(names_fs.lookup(names_fs.lookup(1, "sales").ino, "main").ino, "big").ino
     names_fs.lookup(big, "f001.txt", caller=FIND)  # find -size: a lookup of a file
     assert all(kind == "attrs" for _name, kind, _ino, _mode in listing(names_fs, big, FIND))
+
+
+def test_files_listed_by_name_are_not_the_kernels_to_invalidate(names_fs):
+    big = names_fs.lookup(names_fs.lookup(names_fs.lookup(1, "sales").ino, "main").ino, "big").ino
+    listing(names_fs, big, FIND)
+    key = names_fs.table.get(big).tree.key
+    assert "big/f007.txt" in {path for _ino, path in names_fs.table.listed_files(key)}
+    # a moved head invalidates what the kernel holds, not the files it only read names of
+    assert names_fs.table.listed_files(key, known_to_kernel=True) == []
+
+
+def test_the_numbers_of_files_listed_by_name_are_bounded(names_fs, monkeypatch):
+    import lakefuse.fs.nodes as nodes
+
+    monkeypatch.setattr(nodes, "UNREFERENCED_LISTED", 10)
+    big = names_fs.lookup(names_fs.lookup(names_fs.lookup(1, "sales").ino, "main").ino, "big").ino
+    reported = {name: ino for name, kind, ino, _mode in listing(names_fs, big, FIND) if kind == "name"}
+    key = names_fs.table.get(big).tree.key
+    kept = {path for _ino, path in names_fs.table.listed_files(key)}
+    assert len(kept) == 10 and "big/f049.txt" in kept and "big/f000.txt" not in kept
+    assert names_fs.lookup(big, "f049.txt").ino == reported["f049.txt"]
+    assert names_fs.lookup(big, "f000.txt").size == 0  # forgotten: a number of its own, still found
