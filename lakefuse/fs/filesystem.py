@@ -140,7 +140,7 @@ class LakeFilesystem:
         lists: ``lakefuse.fs.walkers``).  Raises ENOENT; on immutable trees returns attributes
         with ``ino == 0`` instead (a negative entry the kernel may cache)."""
         attrs = self._inodes.lookup(parent_ino, name, blocking)
-        if caller and stat_mode.S_ISREG(attrs.mode):
+        if caller and self.walkers.programs and stat_mode.S_ISREG(attrs.mode):  # (none named: nothing to tell)
             self.walkers.looked_up_file(caller)
         return attrs
 

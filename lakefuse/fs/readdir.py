@@ -195,22 +195,18 @@ class Readdir(HandleOps):
                 # a file's key is its path (one string shared by the node, the page and the
                 # tree's cache); a directory's ends with '/'
                 path = key if key is not None and key[-1] != "/" else prefix + name
-                if add_name is not None:
-                    ino = named_entry(tree, path, stat)
-                    if ino is not None:
-                        if not add_name(name.encode("utf-8"), ino, _NAMED_FILE_MODE, len(emitted) + 1):
-                            room = False
-                            break
-                        served_names = True
-                        buffer.popleft()
-                        emitted.append((key, name))
-                        names.add(name)
-                        continue
-                attrs = listed_entry(tree, path, stat, expires)
-                if not add(name.encode("utf-8"), attrs, len(emitted) + 1):
-                    table.forget(attrs.ino, 1)  # not reported after all (dropped if nothing else uses it)
-                    room = False
-                    break
+                ino = named_entry(tree, path, stat) if add_name is not None else None
+                if ino is not None:  # by name alone
+                    if not add_name(name.encode("utf-8"), ino, _NAMED_FILE_MODE, len(emitted) + 1):
+                        room = False
+                        break
+                    served_names = True
+                else:
+                    attrs = listed_entry(tree, path, stat, expires)
+                    if not add(name.encode("utf-8"), attrs, len(emitted) + 1):
+                        table.forget(attrs.ino, 1)  # not reported after all (dropped if nothing else uses it)
+                        room = False
+                        break
                 buffer.popleft()
                 emitted.append((key, name))
                 names.add(name)

@@ -75,8 +75,6 @@ class Walkers:
 
     def looked_up_file(self, caller: int) -> None:
         """``caller`` looked up a regular file (the kernel had no inode for it)."""
-        if not caller or not self.programs:  # nobody gets names alone: nothing to tell
-            return
         self._remember(self._statting, caller, self._clock() + self.ttl, CALLERS_KEPT)
 
     def stats(self, caller: int) -> bool:

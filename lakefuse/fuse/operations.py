@@ -382,10 +382,7 @@ class LakeOperations(pyfuse3.Operations):
 
         add_name, caller = None, 0
         if _reply_name is not None:  # lakefuse's pyfuse3: entries without attributes
-            caller = _readdir_caller(token)
-
-            def add_name(name: bytes, ino: int, mode: int, next_id: int) -> bool:
-                return _reply_name(token, name, ino, mode, next_id)
+            add_name, caller = functools.partial(_reply_name, token), _readdir_caller(token)
 
         try:
             self.fs.readdir(fh, start_id, add, False, add_name, caller)

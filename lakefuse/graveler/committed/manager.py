@@ -432,7 +432,7 @@ class CommittedManager:
         range, and decoding each range whole for it would cost as much as listing every file,
         and fill the RAM cache with ranges the walk reads again later."""
         info = meta.infos[index]
-        must_wait(f"a block of range {info.id}")
+        must_wait("a block of a range file")
         for item in self._range_reader(info).iter_from(key):
             return item
         raise CorruptedData(f"range {info.id}: nothing at or after {key!r}, metarange says it ends at {info.max_key!r}")
