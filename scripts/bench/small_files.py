@@ -1,8 +1,10 @@
 """Small files through shell tools: creating 2,000 x 4 KiB files, `tar x`, `cp -r`, `rsync -a`,
 `grep -r` and `rm -r` of a tree of 1,400 files (54 MB), `git clone` of a 300-file repository, and the
 cost of creating a file in a directory of 10,000 against an empty one, on a local directory,
-bindfs, rclone mount (--vfs-cache-mode writes, when installed) and a lakefuse branch, side by
-side in one run on the same disk.
+bindfs, the pyfuse3 mirror (pyfuse3_mirror.py: the least any pyfuse3 filesystem does per
+request), rclone mount (--vfs-cache-mode writes, when installed) and a lakefuse branch, side by
+side in one run on the same disk.  The mirror splits lakefuse's gap to bindfs in two: pyfuse3 /
+bindfs is what the binding costs, lakefuse / pyfuse3 what lakefuse does beyond it.
 
     python scripts/bench/small_files.py [--runs 3] [--files 2000] [--big-dir 10000] [--workdir DIR] [--quick]
 
@@ -15,8 +17,10 @@ Durability: no workload calls fsync or sync; every figure stops when the tool ex
 benchmark syncs, untimed, before each workload. lakefuse's close stores the file's object (no
 fsync) and stages a new file's entry in a batch within 50 ms; fsync(2) and commits are its
 durability points (docs/mount.md#durability). rclone's close leaves the file in
-its cache and copies it to the backing directory 5 s later (--vfs-write-back); the benchmark
-waits, untimed, until rclone has no more work to do before it times anything else.
+its cache and copies it to the backing directory 5 s later (--vfs-write-back), and lakefuse
+deletes the objects of removed files (never committed) a second after their unlink; the
+benchmark waits, untimed, until such a server has no more work to do (its CPU time stops
+growing) before it times anything else, so that no workload pays for the one before it.
 `grep -r` runs twice over the tree `cp -r` wrote: once just after, and once more at the end of
 the run, cold: after syncing and dropping the kernel's caches (/proc/sys/vm/drop_caches; the
 servers keep their own caches).
@@ -44,10 +48,13 @@ from mount_common import (
     have,
     is_mounted,
     lakefuse_mount,
+    pyfuse3_mirror_mount,
     unmount,
 )
 
 KiB = 1024
+#: lakefuse deletes the objects of files removed or rewritten a second after (lakefuse.fs.owned)
+LAKEFUSE_RECLAIM_SECONDS = 1.5
 NEEDLE = "lakefuse-needle-18"  # hex text cannot contain it: grep finds exactly the planted lines
 GIT_ENV = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_AUTHOR_NAME": "bench",
            "GIT_AUTHOR_EMAIL": "bench@example.invalid", "GIT_COMMITTER_NAME": "bench",
@@ -269,14 +276,19 @@ def bench(workdir: Path, runs: int, n_files: int, tree_files: int, big: int, new
             systems = [System("local", local)]
             (workdir / "bind-src").mkdir()
             systems.append(System("bindfs", stack.enter_context(bindfs_mount(workdir / "bind-src", workdir / "mnt-bind"))))
+            (workdir / "mirror-src").mkdir()
+            systems.append(System("pyfuse3", stack.enter_context(
+                pyfuse3_mirror_mount(workdir / "mirror-src", workdir / "mnt-mirror"))))
             if use_rclone:
                 (workdir / "rclone-src").mkdir()
                 proc = stack.enter_context(rclone_writes_mount(workdir / "rclone-src", workdir / "mnt-rclone",
                                                                workdir / "rclone-cache", workdir / "rclone.log"))
                 systems.append(System("rclone", workdir / "mnt-rclone",
                                       idle=lambda pid=proc.pid: wait_until_idle(pid, first=5.5)))
+            daemon: list = []
             systems.append(System("lakefuse", stack.enter_context(
-                lakefuse_mount(home, workdir / "mnt-lake", "lakefs://bench/main"))))
+                lakefuse_mount(home, workdir / "mnt-lake", "lakefs://bench/main", procs=daemon)),
+                idle=lambda: wait_until_idle(daemon[0].pid, first=LAKEFUSE_RECLAIM_SECONDS)))
 
             def settle(system: System) -> None:
                 system.idle()
@@ -370,7 +382,7 @@ def bench(workdir: Path, runs: int, n_files: int, tree_files: int, big: int, new
 def report(systems: list[System], rows, runs: int, fill: dict, big: int, cold_ok: bool, use_git: bool,
            use_rclone: bool) -> None:
     by_label = {s.label: s for s in systems}
-    columns = ["local", "bindfs", "rclone", "lakefuse"]
+    columns = ["local", "bindfs", "pyfuse3", "rclone", "lakefuse"]
     width = max(len(text) for _, text in rows)
 
     def med(label: str, key: str) -> float | None:
@@ -378,9 +390,10 @@ def report(systems: list[System], rows, runs: int, fill: dict, big: int, cold_ok
         return statistics.median(system.seconds[key]) if system and system.seconds.get(key) else None
 
     print(f"\nSmall files through shell tools (seconds, median of {runs} run{'s' if runs > 1 else ''}; "
-          f"ratios above 1: lakefuse slower; rclone --vfs-cache-mode writes)")
+          f"ratios above 1: lakefuse slower; pyfuse3: pyfuse3_mirror.py; rclone --vfs-cache-mode writes)")
     print(f"  {'':{width}} " + " ".join(f"{c:>9}" for c in columns)
-          + f" {'lf/bindfs':>10} {'lf/rclone':>10}  {'<= bindfs':>10} {'<= rclone/2':>12}")
+          + f" {'lf/bindfs':>10} {'lf/rclone':>10}  {'<= bindfs':>10} {'<= rclone/2':>12}"
+          + f" {'lf/pyfuse3':>11} {'pyfuse3/bindfs':>15}")
     met = {"bindfs": [0, 0], "rclone": [0, 0]}
     for key, text in rows:
         values = {c: med(c, key) for c in columns}
@@ -398,9 +411,14 @@ def report(systems: list[System], rows, runs: int, fill: dict, big: int, cold_ok
             target_cells.append("met" if ok else "not met")
             met[ref][0] += ok
             met[ref][1] += 1
+        split = ""  # the gap to bindfs: the binding's part, and lakefuse's own
+        if key != "big/empty" and values["pyfuse3"]:
+            lake_floor = f"{values['lakefuse'] / values['pyfuse3']:.2f}" if values["lakefuse"] else "n/a"
+            floor_bind = f"{values['pyfuse3'] / values['bindfs']:.2f}" if values["bindfs"] else "n/a"
+            split = f" {lake_floor:>11} {floor_bind:>15}"
         if key == "big/empty":
             cells = " ".join(f"{v:8.2f}x" if v is not None else f"{'n/a':>9}" for v in values.values())
-        print(f"  {text:{width}} {cells} {' '.join(ratio_cells)}  {target_cells[0]:>10} {target_cells[1]:>12}")
+        print(f"  {text:{width}} {cells} {' '.join(ratio_cells)}  {target_cells[0]:>10} {target_cells[1]:>12}{split}")
     print(f"\n  target 'no slower than bindfs' (lakefuse/bindfs <= 1): met in {met['bindfs'][0]} of {met['bindfs'][1]} workloads")
     if use_rclone:
         print(f"  target '2x faster than rclone' (lakefuse/rclone <= 0.5): met in {met['rclone'][0]} of {met['rclone'][1]} workloads")
