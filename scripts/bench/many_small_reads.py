@@ -1,8 +1,9 @@
 """Many small files read back (issue 18, read side): for 2,000 tiny CSV files, a stat of a
 missing `.crc` sibling and then a full read of the file (what Hadoop's checksum filesystem does
 for every file it opens), `find | xargs cat` of 4,000 files, and (with --spark) a Spark count of
-a dataset of 100,000 one-row CSV files, on a local directory, bindfs, a lakefuse commit and a
-lakefuse branch holding the same files, side by side in one run on the same disk.
+a dataset of 100,000 one-row CSV files, on a local directory, bindfs, the pyfuse3 mirror of the
+same directory (pyfuse3_mirror.py: what any pyfuse3 filesystem costs per request), a lakefuse
+commit and a lakefuse branch holding the same files, side by side in one run on the same disk.
 
     python scripts/bench/many_small_reads.py [--runs 3] [--dirs 100] [--per-dir 1000] [--spark]
         [--master local[2]] [--workdir /var/tmp] [--timeout 1800] [--keep] [--quick]
@@ -57,7 +58,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from mount_common import LakeHome, bindfs_mount, have, lakefuse_mount, unmount
+from mount_common import LakeHome, bindfs_mount, have, lakefuse_mount, pyfuse3_mirror_mount, unmount
 from small_files import drop_caches
 
 REPO = "bench"
@@ -285,6 +286,9 @@ def bench(workdir: Path, runs: int, dirs: int, per_dir: int, use_spark: bool, ma
                 systems.append(System("bindfs", stack.enter_context(bindfs_mount(local, workdir / "mnt-bind"))))
             else:
                 print("bindfs: not installed (n/a below)")
+            # the binding's floor: the same directory through a pyfuse3 filesystem that does
+            # nothing per request but the system call (what pyfuse3 itself costs, beside bindfs)
+            systems.append(System("pyfuse3", stack.enter_context(pyfuse3_mirror_mount(local, workdir / "mnt-mirror"))))
             for label, ref in (("commit", commit_id), ("branch", "main")):
                 mnt = stack.enter_context(lakefuse_mount(home, workdir / f"mnt-lake-{label}",
                                                          args=("--cache-dir", str(workdir / f"cache-{label}"),
@@ -332,8 +336,8 @@ def bench(workdir: Path, runs: int, dirs: int, per_dir: int, use_spark: bool, ma
 
 def report(systems: list[System], rows, runs: int, cold_ok: bool, use_spark: bool) -> None:
     by_label = {s.label: s for s in systems}
-    columns = ["local", "bindfs", "lakefuse commit", "lakefuse branch"]
-    heads = ["local", "bindfs", "lf commit", "lf branch"]
+    columns = ["local", "bindfs", "pyfuse3", "lakefuse commit", "lakefuse branch"]
+    heads = ["local", "bindfs", "pyfuse3", "lf commit", "lf branch"]
     width = max(len(text) for _, text in rows)
 
     def med(label: str, key: str) -> float | None:
@@ -341,9 +345,10 @@ def report(systems: list[System], rows, runs: int, cold_ok: bool, use_spark: boo
         return statistics.median(system.seconds[key]) if system and system.seconds.get(key) else None
 
     print(f"\nMany small files read back (seconds, median of {runs} run{'s' if runs > 1 else ''}; "
-          f"kernel caches dropped before each workload; ratios above 1: lakefuse slower)")
+          f"kernel caches dropped before each workload; ratios above 1: lakefuse slower; "
+          f"pyfuse3: pyfuse3_mirror.py over the local directory)")
     print(f"  {'':{width}} " + " ".join(f"{h:>10}" for h in heads)
-          + f" {'commit/bindfs':>14} {'branch/bindfs':>14}")
+          + f" {'commit/bindfs':>14} {'branch/bindfs':>14} {'pyfuse3/bindfs':>15}")
     verdicts = []
     for key, text in rows:
         values = {c: med(c, key) for c in columns}
@@ -358,7 +363,9 @@ def report(systems: list[System], rows, runs: int, cold_ok: bool, use_spark: boo
             ratio = lake / bind
             ratios.append(f"{ratio:14.2f}")
             verdict.append(f"{label.split()[1]} {'met' if ratio <= 1 else 'NOT met'} ({ratio:.2f})")
-        print(f"  {text:{width}} {cells} {' '.join(ratios)}")
+        floor, bind = values["pyfuse3"], values["bindfs"]
+        floor_ratio = f"{floor / bind:15.2f}" if floor is not None and bind is not None else f"{'n/a':>15}"
+        print(f"  {text:{width}} {cells} {' '.join(ratios)} {floor_ratio}")
         verdicts.append((text, verdict))
     print("\n  target 'lakefuse no slower than bindfs' (lakefuse/bindfs <= 1):")
     for text, verdict in verdicts:
