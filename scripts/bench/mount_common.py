@@ -127,7 +127,7 @@ def pyfuse3_floor_mount(mountpoint: Path, files: int, data: Path | None = None, 
 @contextlib.contextmanager
 def pyfuse3_mirror_mount(source: Path, mountpoint: Path):
     """pyfuse3_mirror.py: ``source`` read and written through the least a pyfuse3 filesystem
-    can do per request (the binding's floor for writes, beside bindfs)."""
+    can do per request (the binding's floor, beside bindfs)."""
     mountpoint.mkdir(parents=True, exist_ok=True)
     script = Path(__file__).with_name("pyfuse3_mirror.py")
     with _served_by([sys.executable, str(script), str(source), str(mountpoint)], mountpoint,

@@ -1,9 +1,9 @@
-"""The floor of a pyfuse3 filesystem that writes: a read-write mirror of a local directory that
-does nothing per request but the one system call it stands for (``os.open``, ``os.pwrite``,
-``os.rename``, ...), with libfuse's default caching (entries and attributes kept 1 s, missing
-names not kept), as bindfs does in C.  small_files.py runs it beside bindfs and lakefuse: the
-gap between it and bindfs is what the binding (pyfuse3, trio, Python) costs per request; the
-gap between lakefuse and it is what lakefuse itself costs.
+"""The floor of a pyfuse3 filesystem over local files: a read-write mirror of a local directory
+that does nothing per request but the one system call it stands for (``os.open``, ``os.pread``,
+``os.pwrite``, ``os.rename``, ...), with libfuse's default caching (entries and attributes kept
+1 s, missing names not kept), as bindfs does in C.  small_files.py and many_small_reads.py run
+it beside bindfs and lakefuse: the gap between it and bindfs is what the binding (pyfuse3, trio,
+Python) costs per request; the gap between lakefuse and it is what lakefuse itself costs.
 
 No passthrough and no kernel cache of file pages (every read and write is a request, as with
 bindfs); inode numbers are its own; nothing is forgotten (a benchmark's lifetime).
@@ -141,12 +141,13 @@ class Mirror(pyfuse3.Operations):
     async def rename(self, parent_inode_old, name_old, parent_inode_new, name_new, flags, ctx):
         old, new = self._path(parent_inode_old, name_old), self._path(parent_inode_new, name_new)
         os.rename(old, new)
-        self._inodes.pop(new, None)
-        moved = [(path, inode) for path, inode in self._inodes.items()
-                 if path == old or path.startswith(old + "/")] if os.path.isdir(new) else \
-            [(old, self._inodes[old])] if old in self._inodes else []
-        for path, inode in moved:
-            del self._inodes[path]
+        self._inodes.pop(new, None)  # the entry it replaced, if any
+        if os.path.isdir(new):  # the paths under it move too
+            moved = [path for path in self._inodes if path == old or path.startswith(old + "/")]
+        else:
+            moved = [old] if old in self._inodes else []
+        for path in moved:
+            inode = self._inodes.pop(path)
             renamed = new + path[len(old):]
             self._inodes[renamed] = inode
             self._paths[inode] = renamed
