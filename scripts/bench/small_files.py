@@ -52,9 +52,9 @@ from mount_common import (
     unmount,
 )
 
+from lakefuse.fs.owned import RECLAIM_DELAY
+
 KiB = 1024
-#: lakefuse deletes the objects of files removed or rewritten a second after (lakefuse.fs.owned)
-LAKEFUSE_RECLAIM_SECONDS = 1.5
 NEEDLE = "lakefuse-needle-18"  # hex text cannot contain it: grep finds exactly the planted lines
 GIT_ENV = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_AUTHOR_NAME": "bench",
            "GIT_AUTHOR_EMAIL": "bench@example.invalid", "GIT_COMMITTER_NAME": "bench",
@@ -288,7 +288,8 @@ def bench(workdir: Path, runs: int, n_files: int, tree_files: int, big: int, new
             daemon: list = []
             systems.append(System("lakefuse", stack.enter_context(
                 lakefuse_mount(home, workdir / "mnt-lake", "lakefs://bench/main", procs=daemon)),
-                idle=lambda: wait_until_idle(daemon[0].pid, first=LAKEFUSE_RECLAIM_SECONDS)))
+                # the objects of removed files are deleted RECLAIM_DELAY s after their unlink
+                idle=lambda: wait_until_idle(daemon[0].pid, first=RECLAIM_DELAY + 0.5)))
 
             def settle(system: System) -> None:
                 system.idle()
