@@ -426,5 +426,6 @@ class LakeFilesystem:
         for tree, exc in self.state.stager.close():
             log.error("staging the files closed last on %s failed at unmount, their changes are lost: %s", tree, exc)
         self.state.owned.close()
+        self.state.learner.close()
         self._files.close_all()
         self.state.spools.close()

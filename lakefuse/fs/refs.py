@@ -43,7 +43,7 @@ class Refs:
                 feed = state.change_feed if ref.is_branch else None
                 ttl = None if not ref.is_branch else state.watched_branch_ttl if feed else state.branch_ttl
                 tree = Tree(state.backend, repo, ref, writable=writable, ttl=ttl, change_feed=feed,
-                            metadata_entries=state.metadata_entries)
+                            metadata_entries=state.metadata_entries, learn_in_background=state.learner.learn)
                 self._trees[key] = tree
             return tree
 

@@ -20,6 +20,7 @@ from typing import Callable
 
 from lakefuse.fs.backend import LakeBackend
 from lakefuse.fs.handles import HandleTable
+from lakefuse.fs.learner import DirectoryLearner
 from lakefuse.fs.nodes import InodeTable, Node
 from lakefuse.fs.owned import OwnedObjects
 from lakefuse.fs.owners import Owners
@@ -164,6 +165,7 @@ class MountState:
         self.unstaged = Unstaged(self.lock)
         self.stager = Stager(backend, staged=self.unstaged.entry_staged)
         self.owned = OwnedObjects(backend, self.stager)
+        self.learner = DirectoryLearner()  # big directories learnt whole in the background
         self.refs = Refs(self)
         #: tells the kernel to drop names and attributes an operation through this mount made
         #: stale (a merge or reset through ``.lakefuse/``); set by the adapter, else None

@@ -5,7 +5,7 @@ known whole is then listed from memory."""
 from __future__ import annotations
 
 from lakefuse.fs.memory import MemoryBackend
-from lakefuse.fs.tree import SMALL_DIRECTORY, PathStat, Tree
+from lakefuse.fs.tree import LEARN_BIG_AFTER, SMALL_DIRECTORY, PathStat, Tree
 
 
 def make_tree(ttl, **options):
@@ -157,3 +157,109 @@ def test_lookups_walking_a_big_directory_in_order_fetch_growing_pages_ahead():
     listed = backend.calls["list_entries"] - before[0]
     read = backend.calls["get_entry"] - before[1]
     assert listed <= 10 and read <= 10, (listed, read)  # pages of 64, 128, ... 1000 names
+
+
+# ------------------------------------------------------------------ big directories learnt whole
+
+def learning_tree(names: int, **options):
+    """A commit's tree over a directory ``big`` of ``names`` files, whose learnings run when
+    asked (``asked`` lists them)."""
+    backend = MemoryBackend()
+    backend.create_repository("sales")
+    backend.put_entries("sales", "main", [(f"big/f{i:05d}", b"x") for i in range(names)])
+    backend.commit("sales", "main", "c")
+    ref = backend.resolve_ref("sales", backend.branch_head("sales", "main"))
+    asked: list[str] = []
+    tree = Tree(backend, "sales", ref, writable=False, ttl=None,
+                learn_in_background=lambda tree, path: asked.append(path), **options)
+    return backend, tree, asked
+
+
+def backend_reads(backend) -> int:
+    return backend.calls["get_entry"] + backend.calls["list_entries"]
+
+
+def test_a_big_directory_where_lookups_keep_missing_memory_is_learnt_whole_then_answers_from_memory():
+    import random
+
+    backend, tree, asked = learning_tree(SMALL_DIRECTORY + 5000)
+    # names in random order past the first page (which the second lookup lists, finding the
+    # directory too big to be learnt at once)
+    for i in random.Random(18).sample(range(SMALL_DIRECTORY, SMALL_DIRECTORY + 5000), 3 * LEARN_BIG_AFTER):
+        assert tree.stat(f"big/f{i:05d}")[0] is not None
+    assert asked == ["big"]  # once, at the LEARN_BIG_AFTER-th point read
+    assert tree.learn_directory("big", page=300) is True
+    reads = backend_reads(backend)
+    assert tree.stat("big/f07000")[0] is not None
+    assert tree.stat("big/f02499.crc")[0] is None
+    assert tree.stat("big/f00007")[0].entry.size == 1
+    assert backend_reads(backend) == reads  # present and missing names: from memory
+
+
+def test_a_directory_learnt_while_this_mount_changes_it_keeps_the_changes_not_the_older_listing():
+    backend, tree, _asked = learning_tree(1000)
+    new = PathStat(False, None)
+    list_entries = backend.list_entries
+
+    def list_then_change(*args, **kwargs):  # changes made while the learner lists the pages
+        items = list_entries(*args, **kwargs)
+        if kwargs.get("after") == "big/f00299":  # after the second of four pages
+            tree.remember("big/f00100", None)  # listed already: removed since
+            tree.remember("big/f00900", new)  # not listed yet: rewritten, not uploaded
+            tree.remember("big/zz-new", new)
+            tree.forget("big/f00950")  # another writer changed it: only the backend can tell
+        return items
+
+    backend.list_entries = list_then_change
+    assert tree.learn_directory("big", page=150) is True
+    backend.list_entries = list_entries
+    reads = backend_reads(backend)
+    assert tree.stat("big/f00100")[0] is None
+    assert tree.stat("big/f00900")[0] is new  # not the listing's stat of the old file
+    assert tree.stat("big/zz-new")[0] is new
+    assert tree.stat("big/f00500")[0].entry is not None
+    assert tree.stat("big/missing")[0] is None
+    assert backend_reads(backend) == reads
+    assert tree.stat("big/f00950")[0] is not None
+    assert backend_reads(backend) == reads + 1  # the name another writer changed: asked
+
+
+def test_a_learning_ends_unkept_when_the_directory_itself_changes_and_may_be_asked_again():
+    backend, tree, asked = learning_tree(SMALL_DIRECTORY + 500)
+    list_entries = backend.list_entries
+
+    def list_then_forget(*args, **kwargs):
+        items = list_entries(*args, **kwargs)
+        tree.forget("big")  # e.g. renamed over by another writer
+        return items
+
+    for i in range(LEARN_BIG_AFTER + 1):
+        tree.stat(f"big/f{i:05d}.crc")  # missing names: point reads, never pages ahead
+    backend.list_entries = list_then_forget
+    assert tree.learn_directory("big", page=500) is False
+    backend.list_entries = list_entries
+    reads = backend_reads(backend)
+    tree.stat("big/missing")
+    assert backend_reads(backend) > reads  # not known whole
+    for i in range(LEARN_BIG_AFTER):
+        tree.stat(f"big/g{i:05d}")
+    assert asked == ["big", "big"]  # asked again, after as many point reads
+
+
+def test_a_directory_of_more_than_three_quarters_of_the_metadata_cache_is_not_learnt():
+    backend, tree, _asked = learning_tree(3001, metadata_entries=4000)
+    assert tree.learn_directory("big", page=500) is False
+    reads = backend_reads(backend)
+    tree.stat("big/missing")
+    assert backend_reads(backend) > reads
+
+
+def test_a_branch_without_a_change_feed_never_asks_for_a_learning():
+    backend, _tree, _asked = learning_tree(SMALL_DIRECTORY + 500)
+    asked: list[str] = []
+    ref = backend.resolve_ref("sales", "main")
+    tree = Tree(backend, "sales", ref, writable=True, ttl=1.0,
+                learn_in_background=lambda tree, path: asked.append(path))
+    for i in range(3 * LEARN_BIG_AFTER):
+        tree.stat(f"big/f{i * 131 % SMALL_DIRECTORY:05d}.crc")
+    assert asked == []  # what it learnt would be stale within a second
