@@ -35,12 +35,18 @@ class FakeTree:
         return True
 
 
-def test_directories_asked_for_while_one_is_learnt_are_learnt_once_each_in_order():
+def busy_learner(path: str) -> tuple[DirectoryLearner, FakeTree]:
+    """A learner in the middle of learning ``path`` (until the tree's ``release`` is set)."""
     learner = DirectoryLearner()
     tree = FakeTree()
     tree.release.clear()
-    learner.learn(tree, "a")
+    learner.learn(tree, path)
     assert tree.started.wait(10)
+    return learner, tree
+
+
+def test_directories_asked_for_while_one_is_learnt_are_learnt_once_each_in_order():
+    learner, tree = busy_learner("a")
     for path in ("b", "c", "b", "c", "b"):
         learner.learn(tree, path)
     tree.release.set()
@@ -50,11 +56,7 @@ def test_directories_asked_for_while_one_is_learnt_are_learnt_once_each_in_order
 
 
 def test_at_most_so_many_directories_wait_the_oldest_are_dropped():
-    learner = DirectoryLearner()
-    tree = FakeTree()
-    tree.release.clear()
-    learner.learn(tree, "running")
-    assert tree.started.wait(10)
+    learner, tree = busy_learner("running")
     for i in range(QUEUED_MOST + 5):
         learner.learn(tree, f"d{i}")
     tree.release.set()
