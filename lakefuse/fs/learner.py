@@ -15,6 +15,8 @@ import threading
 from collections import OrderedDict
 from typing import TYPE_CHECKING
 
+from lakefuse.errors import RefNotFound
+
 if TYPE_CHECKING:
     from lakefuse.fs.tree import Tree
 
@@ -65,6 +67,8 @@ class DirectoryLearner:
             try:
                 learnt = tree.learn_directory(path)
                 log.debug("%s: %s %s whole", tree, "learnt" if learnt else "did not learn", path or "/")
+            except RefNotFound as exc:  # the branch was deleted meanwhile: nothing to learn
+                log.debug("%s: %s not learnt: %s", tree, path or "/", exc)
             except Exception as exc:  # noqa: BLE001 - lookups go on with point reads
                 log.warning("%s: learning the directory %s failed: %s", tree, path or "/", exc)
             finally:

@@ -5,10 +5,12 @@ lookups in a big directory and to another writer's changes made meanwhile."""
 from __future__ import annotations
 
 import errno
+import logging
 import threading
 
 import pytest
 
+from lakefuse.errors import RefNotFound
 from lakefuse.fs.filesystem import LakeFilesystem
 from lakefuse.fs.learner import QUEUED_MOST, DirectoryLearner
 from lakefuse.fs.tree import LEARN_BIG_AFTER, SMALL_DIRECTORY
@@ -73,6 +75,18 @@ def test_a_failing_learning_is_logged_and_the_next_one_runs(caplog):
     assert learner.idle(10)
     assert failing.learnt == ["big"] and fine.learnt == ["big"]
     assert "learning the directory big failed" in caplog.text
+    learner.close()
+
+
+def test_a_branch_deleted_under_a_learning_is_no_warning(caplog):
+    class Deleted(FakeTree):
+        def learn_directory(self, path: str) -> bool:
+            raise RefNotFound("branch not found: gone")
+
+    learner = DirectoryLearner()
+    learner.learn(Deleted(), "big")
+    assert learner.idle(10)
+    assert not [record for record in caplog.records if record.levelno >= logging.WARNING]
     learner.close()
 
 
