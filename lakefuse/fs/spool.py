@@ -362,6 +362,7 @@ class Spool:
         self.fd = fd
         self.path = path
         self.closed = False
+        self._fd_closed = False  # set by ``close`` under ``_cond``, with the descriptor closed
         self.sealed = False
         #: a spool of an object's own file (``adopt``): appends only, its file is kept at close
         self.adopted = False
@@ -529,8 +530,22 @@ class Spool:
 
     def size(self) -> int:
         if self.kernel_writes:
-            return os.fstat(self.fd).st_size
+            st = self._file_stat()
+            if st is not None:
+                return st.st_size
         return self._size
+
+    def _file_stat(self) -> os.stat_result | None:
+        """fstat of the file, or None once ``close`` closed the descriptor.  The event loop
+        asks a file's size and mtime without the file's lock, while a worker thread may be
+        storing and closing its spool (a RELEASE of a file bigger than what the event loop
+        stores itself): ``close`` closes the descriptor under the same lock, so this never looks
+        at a closed descriptor (EBADF, which ``rsync`` met as the stat of its temporary file) or
+        at one the number was reused for."""
+        with self._cond:
+            if self._fd_closed:
+                return None
+            return os.fstat(self.fd)
 
     def write_time_ns(self, mtime_ns: int | None = None) -> int | None:
         """The time of the last write into the file (its mtime; ``mtime_ns``: one just read
@@ -538,7 +553,10 @@ class Spool:
         mtime is then when the reserve made it, up to a minute before the file it holds was
         created."""
         if mtime_ns is None:
-            mtime_ns = os.fstat(self.fd).st_mtime_ns
+            st = self._file_stat()
+            if st is None:  # closed: the file's mtime is what storing it recorded
+                return None
+            mtime_ns = st.st_mtime_ns
         return None if mtime_ns == self.made_mtime_ns else mtime_ns
 
     def signature(self) -> tuple[int, int, int]:
@@ -637,7 +655,12 @@ class Spool:
         except OSError:
             ours = False
         try:
-            os.close(self.fd)
+            with self._cond:  # see ``_file_stat``
+                if self.kernel_writes:  # what ``size`` answers from now on
+                    with contextlib.suppress(OSError):
+                        self._size = os.fstat(self.fd).st_size
+                self._fd_closed = True
+                os.close(self.fd)
         finally:
             if ours:
                 try:

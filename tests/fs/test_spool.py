@@ -310,3 +310,42 @@ def test_a_spool_made_ahead_has_no_write_time_until_something_writes_it(tmp_path
     for each in (spool, made_here):
         each.close()
     reserve.close()
+
+
+def test_a_spool_the_kernel_wrote_keeps_answering_its_size_after_close(tmp_path):
+    """The event loop asks a file's size without the file's lock while a worker thread stores
+    and closes its spool: after close the size is the one the file had, never an fstat of a
+    closed (or reused) descriptor, which answered EBADF to rsync's stat of its temporary file."""
+    spool = Spool(str(tmp_path))
+    spool.kernel_writes = True
+    os.pwrite(spool.fd, b"k" * 300_000, 0)  # the kernel's passthrough writes
+    assert spool.size() == 300_000
+    mtime = spool.write_time_ns()
+    assert mtime is not None
+    spool.close()
+    assert spool.size() == 300_000
+    assert spool.write_time_ns() is None  # the stored file's own mtime answers then
+
+
+def test_sizes_asked_while_the_spool_is_closed_never_see_a_closed_descriptor(tmp_path):
+    errors = []
+    for _ in range(200):
+        spool = Spool(str(tmp_path))
+        spool.kernel_writes = True
+        os.pwrite(spool.fd, b"k" * 4096, 0)
+        stop = threading.Event()
+
+        def ask(spool=spool, stop=stop):
+            while not stop.is_set():
+                try:
+                    assert spool.size() == 4096
+                except (OSError, AssertionError) as exc:
+                    errors.append(exc)
+                    return
+
+        asker = threading.Thread(target=ask)
+        asker.start()
+        spool.close()
+        stop.set()
+        asker.join(10)
+    assert errors == []

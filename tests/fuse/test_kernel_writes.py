@@ -130,6 +130,23 @@ def test_a_rename_right_after_close_moves_the_whole_file(branch, lake_home):
     assert os.listdir(temporary) == []
 
 
+def test_stat_and_chmod_right_after_closing_a_big_temporary_file_never_fail(branch):
+    """rsync's pattern: write a temporary file, close it, stat and chmod it, rename it.  A file
+    bigger than what the event loop stores itself is stored on a worker thread at its RELEASE,
+    which closes its spool while the event loop may be reading the file's size from it (that
+    answered EBADF about once in a hundred files)."""
+    data = os.urandom(300_000)
+    for i in range(200):
+        temporary = branch / f".x{i}.bin.tmp"
+        with open(temporary, "wb") as f:
+            f.write(data)
+        assert temporary.stat().st_size == len(data)
+        os.chmod(temporary, 0o644)
+        assert temporary.stat().st_size == len(data)
+        temporary.rename(branch / f"x{i}.bin")
+    assert (branch / "x199.bin").read_bytes() == data
+
+
 def test_without_passthrough_the_mount_serves_the_same_writes(lake_home, tmp_path):
     lake_home.catalog.create_branch("sales", "no-passthrough-writes", "main")
     mount = MountedLake(lake_home, tmp_path / "mnt", args=("--no-passthrough",))
