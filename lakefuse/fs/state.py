@@ -3,7 +3,8 @@
 Owns the options of the mount (owners, timeouts, the spool directory and its reserve of new
 spool files), the inode table, the handle table, the trees and name caches
 (``lakefuse.fs.refs.Refs``), the files created but not staged yet (``Unstaged``) with the
-``Stager`` that stages closed ones in batches, and the one lock that guards the small shared
+``Stager`` that stages closed ones in batches, the ``DirectoryLearner`` that learns big
+directories whole in the background (``lakefuse.fs.learner``), and the one lock that guards the small shared
 structures (handles, trees, name caches, unstaged files; the inode table has its own).  The parts of
 ``LakeFilesystem`` (inodes, attributes, files, uploads, readdir, namespace, metadata, xattrs,
 control files, change feed) each get this object, and the parts they call, when they are
