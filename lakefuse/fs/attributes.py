@@ -11,13 +11,16 @@ directory with the default mode, owned by the default owner, whose three times a
 A directory's mtime and ctime also move when entries are made or removed in it through this
 mount (``Tree.touch_dirs``, memory only).  Attributes of a tree node are computed once per
 stat the node holds (listings and lookups of big directories ask for them again and again).
+Also the POSIX rule of access(2) on those attributes (``may_access``), for a mount where the
+kernel does not check permissions itself.
 """
 
 from __future__ import annotations
 
+import os
 import stat as stat_mode
 import time
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Iterable, Mapping
 
 from lakefuse.fs.nodes import WRITABLE_CONTROL_FILES, Node, NodeKind
 from lakefuse.fs.replies import Attributes
@@ -97,6 +100,24 @@ def mode_metadata(mode: int, default: int) -> dict[str, str]:
     """User metadata holding the permission bits of ``mode`` (none for the default ones)."""
     perms = mode & 0o7777
     return {} if perms == default else {MODE_KEY: format(perms, "o")}
+
+
+def may_access(attrs: Attributes, mode: int, uid: int, gid: int, groups: Iterable[int] = ()) -> bool:
+    """Whether a caller (``uid``, its ``gid`` and supplementary ``groups``) may do ``mode``
+    (``os.R_OK | os.W_OK | os.X_OK``; 0 asks whether the node exists) to a node with ``attrs``,
+    by the kernel's rule (generic_permission): root may do anything but execute a file that no
+    one may execute; anyone else is held to the owner's, the group's or the others' bits,
+    whichever class comes first."""
+    mode &= 0o7
+    if uid == 0:
+        return not (mode & os.X_OK) or stat_mode.S_ISDIR(attrs.mode) or bool(attrs.mode & 0o111)
+    if uid == attrs.uid:
+        allowed = attrs.mode >> 6
+    elif gid == attrs.gid or attrs.gid in groups:
+        allowed = attrs.mode >> 3
+    else:
+        allowed = attrs.mode
+    return mode & allowed & 0o7 == mode
 
 
 class NodeAttributes:

@@ -57,7 +57,7 @@ import os
 import stat as stat_mode
 from typing import Callable
 
-from lakefuse.fs.attributes import MODE_KEY, MTIME_NS_KEY, NodeAttributes
+from lakefuse.fs.attributes import MODE_KEY, MTIME_NS_KEY, NodeAttributes, may_access
 from lakefuse.fs.backend import LakeBackend
 from lakefuse.fs.changes import ChangeFeed
 from lakefuse.fs.control import ControlFiles
@@ -149,6 +149,13 @@ class LakeFilesystem:
 
     def getattr(self, ino: int, blocking: bool = True) -> Attributes:
         return self._inodes.getattr(ino, blocking)
+
+    def access(self, ino: int, mode: int, uid: int, gid: int, groups=(), blocking: bool = True) -> bool:
+        """access(2) and chdir(2) of the node by a caller with ``uid``, ``gid`` and supplementary
+        ``groups``: whether its mode bits allow ``mode`` (``attributes.may_access``).  Asked
+        only where the kernel does not check permissions itself (a mount without
+        ``default_permissions``, see ``lakefuse.fuse.runner``)."""
+        return may_access(self._inodes.getattr(ino, blocking), mode, uid, gid, groups)
 
     def setattr(self, ino: int, *, size: int | None = None, mode: int | None = None,
                 mtime_ns: int | None = None, atime_ns: int | None = None, uid: int | None = None,

@@ -5,7 +5,8 @@ Owns chmod, chown and utime (stored as the POSIX keys of the entry's user metada
 truncate (handed to ``lakefuse.fs.files``), and the user metadata and content type the xattrs
 of ``lakefuse.fs.xattrs`` set.  Every change moves the ctime to now; chown of anything but a
 directory clears the set-user-ID bit (and set-group-ID with group execute), as Linux does.
-Who may change what is the kernel's business (``default_permissions``): the requests that
+Who may change what is the kernel's business (``default_permissions``), or, on a mount only
+root reaches (``lakefuse.fuse.runner.kernel_checks_permissions``), root may: the requests that
 reach the mount were allowed.
 
 A file being written keeps the change in its ``OpenFile`` until its upload; any other file,

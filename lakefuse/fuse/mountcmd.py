@@ -59,6 +59,9 @@ def add_mount_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--allow-other", action="store_true",
                         help="let other users access the mount (needs user_allow_other in /etc/fuse.conf "
                              "unless root)")
+    parser.add_argument("--default-permissions", action="store_true",
+                        help="let the kernel check permission bits even on a mount only root reaches "
+                             "(default: only with --allow-other or when not run by root; see docs/mount.md)")
     parser.add_argument("--cache-dir", help="cache directory (default: cache.dir of the configuration)")
     parser.add_argument("--cache-disk-bytes", help="bound of each disk cache, e.g. 10GiB")
     parser.add_argument("--cache-ram-bytes", help="bound of the RAM cache, e.g. 1GiB")
@@ -331,7 +334,8 @@ def _serve(args, plan: _Plan, on_ready, log_file: str | None = None) -> None:
                                read_ahead_kb=args.read_ahead_kb, change_poll=args.change_poll,
                                spin=args.spin_us / 1e6, passthrough=args.passthrough,
                                passthrough_branches=args.passthrough_branches,
-                               writeback_cache=args.writeback_cache)
+                               writeback_cache=args.writeback_cache,
+                               default_permissions=args.default_permissions)
 
         def ready() -> None:
             sd_notify("READY=1\nSTATUS=serving " + plan.mountpoint)

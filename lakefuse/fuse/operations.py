@@ -334,6 +334,17 @@ class LakeOperations(pyfuse3.Operations):
         return entry_attributes(attrs)
 
     @fuse_errors
+    async def access(self, inode, mode, ctx):
+        """access(2) and chdir(2): the kernel asks only a mount without ``default_permissions``
+        (see ``lakefuse.fuse.runner.kernel_options``), so in practice root, whom only the
+        execute bits can refuse; a caller with another filesystem uid gets the POSIX rule."""
+        groups = () if ctx.uid == 0 else pyfuse3.get_sup_groups(ctx.pid)
+        try:
+            return self.fs.access(inode, mode, ctx.uid, ctx.gid, groups, blocking=False)
+        except WouldBlock:
+            return await self._run(self.fs.access, inode, mode, ctx.uid, ctx.gid, groups)
+
+    @fuse_errors
     async def setattr(self, inode, attr, fields, fh, ctx):
         if kernel_write_times(fields) and attr.st_mtime_ns is not None:
             try:  # the writeback cache's times: of writes it sent, or repeated after an unlink or rename

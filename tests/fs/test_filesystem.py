@@ -440,6 +440,28 @@ def test_chmod_and_utime_are_stored_in_user_metadata(fs, drive, backend):
     assert fs.listxattr(ino) == []  # the mode and mtime keys are internal; lakefuse.* are not listed
 
 
+def test_access_applies_the_mode_bits_as_the_kernel_would(fs, drive):
+    """access(2) where the kernel leaves it to the mount: root may do anything but execute a
+    file without execute bits; others are held to their class's bits (primary or
+    supplementary group)."""
+    ino = drive.ino("sales/main/top.csv")
+    owner = fs.getattr(ino).uid
+    other = owner + 1
+    fs.setattr(ino, mode=0o640)
+    assert fs.access(ino, os.R_OK | os.W_OK, 0, 0) and not fs.access(ino, os.X_OK, 0, 0)
+    assert fs.access(ino, os.R_OK | os.W_OK, owner, 12345) and not fs.access(ino, os.X_OK, owner, 12345)
+    gid = fs.getattr(ino).gid
+    assert fs.access(ino, os.R_OK, other, gid) and not fs.access(ino, os.W_OK, other, gid)
+    assert fs.access(ino, os.R_OK, other, 12345, groups=(gid,))
+    assert not fs.access(ino, os.R_OK, other, 12345) and fs.access(ino, os.F_OK, other, 12345)
+    fs.setattr(ino, mode=0o001)
+    assert fs.access(ino, os.X_OK, 0, 0)  # one execute bit anywhere is enough for root
+    directory = drive.ino("sales/main/a")
+    fs.setattr(directory, mode=0o000)
+    assert fs.access(directory, os.R_OK | os.W_OK | os.X_OK, 0, 0)  # root searches any directory
+    assert not fs.access(directory, os.X_OK, other, 12345)
+
+
 def test_every_truncate_to_empty_forgets_an_mtime_set_by_utime(fs, drive, backend):
     """open(O_TRUNC), create of an existing file and truncate(2) are one operation: the file
     changes now, so an mtime set earlier by utime is not stored with the new bytes."""

@@ -47,12 +47,12 @@ def fake_lakefuse(tmp_path, monkeypatch):
 
 def test_options_are_translated_to_mount_flags(fake_lakefuse):
     result, seen = fake_lakefuse("sales", "/mnt/lake", "-o",
-                                 "ro,allow_other,cache_dir=/var/cache/lf,cache_disk_bytes=5GiB,cache_ram_bytes=1G,cache_scan_bytes=256M,"
+                                 "ro,allow_other,default_permissions,cache_dir=/var/cache/lf,cache_disk_bytes=5GiB,cache_ram_bytes=1G,cache_scan_bytes=256M,"
                                  "read_ahead_kb=2048,log_level=debug,log_file=/var/log/lf.log,home=/srv/lf,"
                                  "config=/etc/lf.yaml,change_poll=2,branch_timeout=600,spin_us=0,nopassthrough,passthrough_branches,"
                                  "metadata_entries=50000,names_only_for=find:fd")
     assert result.returncode == 0, result.stderr
-    assert seen["argv"] == ["mount", "/mnt/lake", "lakefs://sales", "--read-only", "--allow-other",
+    assert seen["argv"] == ["mount", "/mnt/lake", "lakefs://sales", "--read-only", "--allow-other", "--default-permissions",
                             "--cache-dir", "/var/cache/lf", "--cache-disk-bytes", "5GiB", "--cache-ram-bytes", "1G", "--cache-scan-bytes", "256M",
                             "--read-ahead-kb", "2048", "--log-level", "DEBUG", "--log-file", "/var/log/lf.log",
                             "--change-poll", "2", "--branch-timeout", "600", "--spin-us", "0", "--no-passthrough", "--passthrough-branches",
