@@ -46,7 +46,8 @@ if TYPE_CHECKING:
     from lakefuse.fs.tree import PathStat
 
 __all__ = ["ATIME_NS_KEY", "CTIME_NS_KEY", "DEFAULT_DIR_MODE", "DEFAULT_FILE_MODE", "INTERNAL_METADATA", "MODE_KEY",
-           "MTIME_NS_KEY", "NodeAttributes", "clear_set_id_bits", "content_changed", "entry_mode", "entry_mtime_ns", "mode_metadata"]
+           "MTIME_NS_KEY", "NodeAttributes", "clear_set_id_bits", "content_changed", "entry_mode", "entry_mtime_ns",
+           "may_access", "mode_metadata"]
 
 #: user metadata the mount keeps for itself (not shown or settable as user.* xattrs)
 INTERNAL_METADATA = POSIX_KEYS

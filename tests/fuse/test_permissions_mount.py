@@ -13,7 +13,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from lakemount import mounted
 from posix_helpers import require_root
 
