@@ -5,8 +5,9 @@ With a change feed (``change_feed=True`` and a backend with ``branch_changes``) 
 metadata is kept ``watched_branch_ttl`` seconds instead of ``branch_ttl``, and ``poll``
 (the mount calls it every ``--change-poll`` seconds) asks each branch read so far what
 others changed (``Tree.poll_changes``), forgets it, and names the kernel entries and
-attributes to invalidate (``Invalidations``): the changed paths' nodes, and the directories
-above them that the kernel knows and that no longer exist.  A file being written through
+attributes to invalidate (``Invalidations``): the changed paths' nodes, the directories
+above them that the kernel knows and that no longer exist, and the negative entries it was
+given for those names (``lakefuse.fs.negatives``).  A file being written through
 this mount keeps its version.  ``changed_here`` does the same at once for a head this mount
 moved itself (a merge or reset through ``.lakefuse/``).
 """
@@ -51,8 +52,10 @@ class ChangeFeed:
                     if node.tree is tree and node.attached and node.path:
                         self._stale(node, out)
                 self._stale_listed(tree, out)
+                self._state.negatives.invalidate_tree(tree.key, out.entries)
             elif changed:
                 self._invalidate_paths(tree, changed, out)
+        self._state.negatives.take_evicted(out.entries)
         return out
 
     def changed_here(self, tree: Tree) -> None:
@@ -66,6 +69,7 @@ class ChangeFeed:
             if node.tree is tree and node.path:
                 self._stale(node, out)
         self._stale_listed(tree, out)
+        self._state.negatives.invalidate_tree(tree.key, out.entries)
         invalidate = self._state.kernel_invalidator
         if out and invalidate is not None:
             invalidate(out)
@@ -76,7 +80,9 @@ class ChangeFeed:
             node = find(tree, path)
             if node is not None:
                 self._stale(node, out)
-        for path in ancestors(paths) - paths:  # still there? (a directory implied by keys may not be)
+        above = ancestors(paths) - paths
+        self._may_exist_now(tree, paths | above, out)
+        for path in above:  # still there? (a directory implied by keys may not be)
             node = find(tree, path)
             if node is None or node.lookups <= 0:
                 continue
@@ -85,6 +91,20 @@ class ChangeFeed:
                 self._inodes.refresh(node, blocking=True)
             except (OSError, LakefuseError):
                 self._stale(node, out)
+
+    def _may_exist_now(self, tree: Tree, paths: set[str], out: Invalidations) -> None:
+        """The negative entries the kernel was given for ``paths`` (a changed path, or a
+        directory above one) no longer hold (``lakefuse.fs.negatives``)."""
+        names = []
+        find = self._inodes.find
+        for path in paths:
+            if find(tree, path) is not None:
+                continue  # the kernel's entry is a positive one (``_stale`` saw to it)
+            parent_path, _, name = path.rpartition("/")
+            parent = find(tree, parent_path)
+            if parent is not None:
+                names.append((parent.ino, name))
+        self._state.negatives.invalidate_names(names, out.entries)
 
     def _stale_listed(self, tree: Tree, out: Invalidations) -> None:
         """``_stale`` for the listed files of ``tree`` that have no node (nothing to forget

@@ -89,8 +89,8 @@ class Inodes:
 
     def lookup(self, parent_ino: int, name: bytes | str, blocking: bool = True) -> Attributes:
         """The child ``name`` of a directory (its lookup count goes up by one).  Raises
-        ENOENT; on immutable trees returns attributes with ``ino == 0`` instead (a negative
-        entry the kernel may cache)."""
+        ENOENT; on immutable trees and watched branches returns attributes with ``ino == 0``
+        instead (a negative entry the kernel may cache)."""
         parent = self._table.get(parent_ino)
         if name.__class__ is bytes:
             if len(name) > MAX_NAME_BYTES:
@@ -107,13 +107,15 @@ class Inodes:
             self._table.add_lookup(node)
         if node is None:
             state = self._state
-            ttl = state.immutable_ttl
+            tree = parent.tree
+            ttl = state.immutable_ttl if tree.ttl is None else tree.ttl
             return Attributes(0, 0, 0, 0, state.uid, state.gid, ttl, ttl)
         return self._attrs(node)
 
     def _lookup_in_tree(self, parent: Node, name: str, blocking: bool) -> Node | None:
         """The node of ``name`` in the tree directory ``parent``, its lookup count taken; None
-        for a name an immutable tree does not have (a negative entry the kernel may cache)."""
+        for a name an immutable tree or a watched branch does not have (a negative entry the
+        kernel may cache: on a branch, recorded in ``lakefuse.fs.negatives``)."""
         tree = parent.tree
         parent_path = parent.path
         if parent_path:
@@ -127,6 +129,9 @@ class Inodes:
         stat, expires = self.stat_path(tree, path, blocking)
         if stat is None:
             if tree.ttl is None:
+                return None
+            if tree.change_feed is not None and self._state.negatives.handed_out(tree.key, parent.ino, name,
+                                                                                tree.ttl):
                 return None
             raise OSError(errno.ENOENT, path)
         return self.tree_node(tree, path, stat, expires, lookups=1)

@@ -22,6 +22,7 @@ from typing import Callable
 from lakefuse.fs.backend import LakeBackend
 from lakefuse.fs.handles import HandleTable
 from lakefuse.fs.learner import DirectoryLearner
+from lakefuse.fs.negatives import NegativeEntries
 from lakefuse.fs.nodes import InodeTable, Node
 from lakefuse.fs.owned import OwnedObjects
 from lakefuse.fs.owners import Owners
@@ -167,6 +168,8 @@ class MountState:
         self.stager = Stager(backend, staged=self.unstaged.entry_staged)
         self.owned = OwnedObjects(backend, self.stager)
         self.learner = DirectoryLearner()  # big directories learnt whole in the background
+        #: missing names of watched branches the kernel may remember (``lakefuse.fs.negatives``)
+        self.negatives = NegativeEntries()
         self.refs = Refs(self)
         #: tells the kernel to drop names and attributes an operation through this mount made
         #: stale (a merge or reset through ``.lakefuse/``); set by the adapter, else None

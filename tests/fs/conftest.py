@@ -3,6 +3,7 @@ driven without a kernel, and small helpers that walk paths the way the kernel wo
 
 from __future__ import annotations
 
+import errno
 import os
 
 import pytest
@@ -38,8 +39,8 @@ class Driver:
         ino = 1
         for part in [p for p in path.split("/") if p]:
             attrs = self.fs.lookup(ino, part)
-            if attrs.ino == 0:
-                raise FileNotFoundError(path)
+            if attrs.ino == 0:  # a negative entry the kernel may keep
+                raise FileNotFoundError(errno.ENOENT, path)
             ino = attrs.ino
         return ino
 

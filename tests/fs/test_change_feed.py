@@ -6,6 +6,7 @@ other process; the filesystem's own writes go through the ``LakeBackend`` method
 from __future__ import annotations
 
 import errno
+import os
 
 import pytest
 
@@ -191,3 +192,42 @@ def test_a_moved_head_invalidates_the_files_a_listing_reported(watched, d, backe
     stale = watched.poll_changes()
     assert b"b.txt" in entry_names(stale)
     assert shown[b"b.txt"] in stale.inodes
+
+
+# ------------------------------------------------------------------ negative entries
+
+def test_missing_names_are_negative_entries_until_another_writer_makes_them(watched, d, backend):
+    main = d.ino("sales/main")
+    missing = watched.lookup(main, "late.csv")
+    assert missing.ino == 0 and missing.entry_timeout == WATCHED_BRANCH_TTL  # the kernel may keep it
+    assert watched.lookup(main, "later").ino == 0
+    assert watched.lookup(d.ino("sales/main/a"), "never").ino == 0
+    backend.put_object("sales", "main", "late.csv", b"l")
+    backend.put_object("sales", "main", "later/deep.txt", b"d")  # and the directory above it
+    stale = watched.poll_changes()
+    assert {(main, b"late.csv"), (main, b"later")} <= set(stale.entries)
+    assert (d.ino("sales/main/a"), b"never") not in stale.entries  # unchanged: still missing
+    assert d.read("sales/main/late.csv") == b"l" and d.read("sales/main/later/deep.txt") == b"d"
+
+
+def test_a_merge_through_the_mount_takes_back_the_negative_entries_at_once(watched, d):
+    invalidated = []
+    watched.set_kernel_invalidator(invalidated.append)
+    d.mkdir("sales/dev")
+    d.write("sales/dev/dev.txt", b"from dev")
+    d.commit("sales/dev", "add dev.txt")
+    main = d.ino("sales/main")
+    assert watched.lookup(main, "dev.txt").ino == 0
+    merge = watched.open(d.ino("sales/main/.lakefuse/merge"), os.O_WRONLY | os.O_TRUNC)
+    watched.write(merge.fh, 0, b"dev\n")
+    watched.release(merge.fh)
+    assert any((main, b"dev.txt") in stale.entries for stale in invalidated)
+    assert d.read("sales/main/dev.txt") == b"from dev"
+
+
+def test_own_writes_take_back_their_names_without_the_poll(watched, d):
+    """A name made through the mount: the kernel turns its negative entry into the new one
+    itself; the poll has nothing to invalidate."""
+    assert watched.lookup(d.ino("sales/main"), "mine.txt").ino == 0
+    d.write("sales/main/mine.txt", b"mine")
+    assert not watched.poll_changes()

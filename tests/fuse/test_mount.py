@@ -379,6 +379,26 @@ def test_warm_branch_metadata_stays_in_the_kernel_until_another_writer_changes_i
     assert os.stat(paths[6]).st_size == 1
 
 
+def test_missing_names_stay_missing_in_the_kernel_until_another_writer_makes_them(branch, lake, lake_home):
+    """A watched branch answers a missing name with a negative entry the kernel keeps (a
+    build's or git's repeated probes cost no request), and takes it back when another writer
+    makes the name, or a directory above it."""
+    probes = [branch / f"probe{i:02d}.lock" for i in range(20)] + [branch / "later/deep.txt"]
+    assert not any(path.exists() for path in probes)
+    requests = fuse_requests_while(lake, lambda: [path.exists() for path in probes * 5])
+    assert requests <= 4, f"{requests} requests for 105 probes of missing names"
+    lake_home.catalog.upload_bytes("sales", branch.name, "probe07.lock", b"from the API")
+    lake_home.catalog.upload_bytes("sales", branch.name, "later/deep.txt", b"deep")
+    deadline = time.monotonic() + 3
+    while not (probes[7].exists() and probes[-1].exists()):
+        assert time.monotonic() < deadline, "another writer's new names did not show within 3 s"
+        time.sleep(0.05)
+    assert probes[7].read_bytes() == b"from the API" and probes[-1].read_bytes() == b"deep"
+    assert not probes[6].exists()
+    probes[6].write_bytes(b"made here")  # the kernel's negative entry turns into the new file
+    assert probes[6].read_bytes() == b"made here"
+
+
 def test_another_processes_commit_and_reset_show(branch, lake_home):
     (branch / "data/a.csv").read_bytes()
     lake_home.catalog.upload_bytes("sales", branch.name, "data/a.csv", b"committed elsewhere")

@@ -234,7 +234,8 @@ def test_a_failed_storage_read_is_a_warning_and_counted(home, tmp_path, monkeypa
         with pytest.raises(OSError) as failed:
             (lake / path).read_bytes()
         assert failed.value.errno == answer
-        assert not (lake / "sales/main/no-such-file").exists()  # an ordinary ENOENT
+        # an ordinary ENOENT (a missing name in a branch is a negative entry, not an error)
+        assert not (lake / "no-such-repository").exists()
 
         code, out, err = cli(monkeypatch, capsys, home.path, "mounts", lake.mountpoint, "--json")
         assert code == 0, err
