@@ -520,10 +520,8 @@ class Files(HandleOps):
             return
         if (any_descriptor or h.writable) and of.dirty:
             self._uploader.upload(of, durable=any_descriptor)
-        elif any_descriptor and of.unsynced:
-            of.unsynced = False
-            self._state.stager.flush(of.node.tree)
-            self._uploader.sync(of.node.tree.repo)
+        elif any_descriptor:
+            self._uploader.make_durable(of)
 
     @staticmethod
     def _closed(h: FileHandle) -> None:

@@ -295,6 +295,8 @@ class Uploader:
         for fsync(2), the bytes must survive a crash of the machine once this returns."""
         with of.lock:
             if not of.dirty:
+                if durable:  # stored meanwhile (a release on another thread): fsync makes it durable
+                    self.make_durable(of)
                 return
             node = of.node
             tree = node.tree
@@ -305,9 +307,11 @@ class Uploader:
             spool = of.spool
             kernel_written = spool is not None and spool.kernel_writes and not spool.sealed
             signature = None
-            # right after close(2) (a rename, a commit): the release stores the spool itself,
-            # where an upload now would copy it
+            # right after close(2) (a rename, a commit, an fsync through another descriptor):
+            # the release stores the spool itself, where an upload now would copy it
             if kernel_written and of.await_kernel_release(RELEASE_WAIT):
+                if durable:  # what the release stored, durably before fsync(2) returns
+                    self.make_durable(of)
                 return
             if kernel_written:
                 signature = spool.signature()
@@ -359,7 +363,14 @@ class Uploader:
         """``upload`` of a spool the kernel writes into whose bytes were stored already and
         did not change since: for fsync(2), make that upload durable."""
         of.dirty = of.kernel_may_change_spool()
-        if durable and of.unsynced:
+        if durable:
+            self.make_durable(of)
+
+    def make_durable(self, of: OpenFile) -> None:
+        """For fsync(2): what earlier uploads of ``of`` stored without durability (at a
+        close, or at a release on another thread) survives a crash once this returns: its
+        entry is staged and its object synced."""
+        if of.unsynced:
             of.unsynced = False
             self._state.stager.flush(of.node.tree)
             self.sync(of.node.tree.repo)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import threading
 
 import pytest
 
@@ -241,6 +242,30 @@ def test_kernel_written_files_are_stored_at_release_with_their_bytes(local_fs, m
     assert drive.read("sales/main/new.txt") == b"hello world\nmore\n"
     entry = staged_entry(backend, "sales", "main", "new.txt")
     assert entry is not None and entry.size == 17
+
+
+def test_an_fsync_through_another_descriptor_before_the_release_is_durable(local_fs, make_driver):
+    """A file the kernel wrote was closed; its RELEASE, which stores it, is still on its way
+    when an appender opens it, writes and fsyncs (``tests/fuse/test_crash.py`` hit this): the
+    fsync waits for that release, and what the release stored is staged before fsync returns,
+    not with the stager's next batch."""
+    fs, backings, backend = local_fs
+    drive = make_driver(fs)
+    result, attrs = fs.create(drive.ino("sales/main"), "app.log", 0o644, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    backings.kernel_write(result.backing_id, 0, b"body\n")
+    fs.flush(result.fh)  # close(2): the RELEASE comes later
+    appender = fs.open(attrs.ino, os.O_WRONLY | os.O_APPEND)
+    fs.write(appender.fh, 5, b"line\n")
+    release = threading.Timer(0.05, fs.release, args=(result.fh,))
+    release.start()
+    try:
+        fs.fsync(appender.fh)
+    finally:
+        release.join()
+    entry = backend.get_entry("sales", backend.resolve_ref("sales", "main"), "app.log")  # no waiting
+    assert entry is not None and entry.size == len(b"body\nline\n")
+    fs.release(appender.fh)
+    assert drive.read("sales/main/app.log") == b"body\nline\n"
 
 
 def test_a_reader_beside_the_kernel_writer_reads_the_spool(local_fs, make_driver):
