@@ -109,7 +109,10 @@ class ControlFiles(HandleOps):
             lines = [f"{c.kind.value} {c.key}" for c in changes[:STATUS_LIMIT]]
             if len(changes) > STATUS_LIMIT:
                 lines.append(f"... more than {STATUS_LIMIT} changes")
-            lines.extend(f"+ {p} (being written)" for p in self._state.unstaged.paths(tree))
+            # made meanwhile (the stager was just flushed): a directory's marker is a change
+            # like any other, a file is being written
+            lines.extend(f"+ {path}/" if is_dir else f"+ {path} (being written)"
+                         for path, is_dir in self._state.unstaged.status_keys(tree))
             return ("\n".join(lines) + "\n" if lines else "").encode()
         result = tree.control_results.get(node.name)
         if result is None:

@@ -23,7 +23,7 @@ from lakefuse.fs.backend import LakeBackend
 from lakefuse.fs.handles import HandleTable
 from lakefuse.fs.learner import DirectoryLearner
 from lakefuse.fs.negatives import NegativeEntries
-from lakefuse.fs.nodes import InodeTable, Node
+from lakefuse.fs.nodes import InodeTable, Node, NodeKind
 from lakefuse.fs.owned import OwnedObjects
 from lakefuse.fs.owners import Owners
 from lakefuse.fs.refs import Refs
@@ -114,6 +114,13 @@ class Unstaged:
     def paths(self, tree: Tree) -> list[str]:
         with self._lock:
             return sorted(p for (k, p), n in self.by_path.items() if k == tree.key and n.attached)
+
+    def status_keys(self, tree: Tree) -> list[tuple[str, bool]]:
+        """``(path, is_dir)`` of the unstaged files and directories of ``tree``, by path: a
+        file being written, or a directory made whose marker waits for the stager."""
+        with self._lock:
+            return sorted((p, n.kind is NodeKind.DIR) for (k, p), n in self.by_path.items()
+                          if k == tree.key and n.attached)
 
     def moved_under(self, tree: Tree, old_prefix: str) -> None:
         """After a directory rename moved the nodes under ``old_prefix`` (``node.path`` is

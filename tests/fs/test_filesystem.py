@@ -592,6 +592,20 @@ def test_commit_through_the_control_file(fs, drive, backend):
     assert drive.listdir(f"sales/{head}") == ["a", "new.txt", "top.csv"]
 
 
+def test_status_names_files_being_written_and_directories_made_meanwhile(fs, drive, monkeypatch):
+    """What the stager has not staged when ``status`` is read (made after its flush, as a
+    cancelled Spark task does): a directory as its marker's key, a file as being written."""
+    monkeypatch.setattr(fs.state.stager, "flush", lambda tree: None)  # made right after the flush
+    drive.mkdir("sales/main/made")
+    result, _ = fs.create(drive.ino("sales/main"), "new.txt", 0o644, os.O_WRONLY | os.O_CREAT)
+    try:
+        fs.write(result.fh, 0, b"half")
+        status = drive.read("sales/main/.lakefuse/status").decode().splitlines()
+    finally:
+        fs.release(result.fh)
+    assert status == ["+ made/", "+ new.txt (being written)"]
+
+
 def test_commit_without_changes_fails_with_enodata_and_says_why(drive):
     with pytest.raises(ERRORS) as exc:
         drive.commit("sales/main", "nothing")
