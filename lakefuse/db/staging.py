@@ -5,7 +5,10 @@ One row per (token, key): ``identity``/``value`` of the ValueRecord, or NULLs an
 ``is_tombstone`` for a staged deletion.  Writes are upserts (``INSERT ... ON CONFLICT DO
 UPDATE`` on both dialects).  Keys are BLOB / bytea, so both databases order them bytewise.
 ``iterate`` reads in pages with keyset pagination (``key > last ORDER BY key LIMIT n``), each
-page its own short read transaction: memory stays bounded and no snapshot is held open.
+page its own short read transaction: memory stays bounded and no snapshot is held open.  The
+first page is small (``FIRST_PAGE_ROWS``) and each next one twice the last, up to
+``page_size``: a listing that wants a few names of a big directory (a page of 64 while a
+directory is learnt, a lookup's look ahead) reads about that many rows, not a thousand.
 
 Change feed (``changes_since``): every write transaction into a token - ``set``, ``set_many``,
 ``SqlRefStore.stage_on_branch`` (all through ``StagingWriter``) - first bumps the token's row in
@@ -58,6 +61,8 @@ def _page_statement(first: bool, bounded: bool):
 
 _PAGES = {(first, bounded): _page_statement(first, bounded) for first in (True, False) for bounded in (True, False)}
 _WRITE_CHUNK = 1000  # rows per executemany inside one set_many transaction
+#: rows of the first page ``iterate`` reads; the pages after it double up to ``page_size``
+FIRST_PAGE_ROWS = 128
 
 
 def key_bytes(key) -> bytes:
@@ -254,7 +259,8 @@ class SqlStagingStore:
 
     def iterate(self, token: StagingToken, from_key: bytes = b"",
                 until: bytes | None = None) -> Iterator[tuple[bytes, ValueRecord | None]]:
-        params = {"token": token, "start": key_bytes(from_key), "limit": self.page_size}
+        limit = min(self.page_size, FIRST_PAGE_ROWS)
+        params = {"token": token, "start": key_bytes(from_key), "limit": limit}
         if until is not None:
             params["until"] = key_bytes(until)
         statement = _PAGES[True, until is not None]
@@ -263,8 +269,9 @@ class SqlStagingStore:
             for key, identity, value, is_tombstone in rows:
                 key = bytes(key)
                 yield key, _value_of(key, identity, value, is_tombstone)
-            if len(rows) < self.page_size:
+            if len(rows) < limit:
                 return
+            limit = params["limit"] = min(self.page_size, limit * 2)
             params["start"] = bytes(rows[-1][0])
             statement = _PAGES[False, until is not None]
 

@@ -90,6 +90,40 @@ def test_iterate_across_page_boundaries(staging, count):
     assert [k for k, _ in staging.iterate("t", from_key=b"\xf1")] == sorted(k for k in keys if k >= b"\xf1")
 
 
+@pytest.mark.parametrize("count", [0, 1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 40])
+def test_sql_pages_grow_from_a_small_first_one(staging, monkeypatch, count):
+    """SQL stores read a small first page, then pages twice as big up to ``page_size``: every
+    key is listed once, in order, whatever the count."""
+    if not isinstance(staging, SqlStagingStore):
+        pytest.skip("paging is the SQL store's")
+    import lakefuse.db.staging as sql_staging
+
+    monkeypatch.setattr(sql_staging, "FIRST_PAGE_ROWS", 2)
+    staging.page_size = 8  # pages of 2, 4, 8, 8...
+    keys = [b"k%03d" % i for i in range(count)]
+    staging.set_many("t", [(key, rec(key)) for key in keys])
+    assert [k for k, _ in staging.iterate("t")] == keys
+    assert [k for k, _ in staging.iterate("t", from_key=b"k003", until=b"k010")] == keys[3:10]
+
+
+def test_sql_iterate_reads_only_a_first_page_for_the_first_keys(staging, monkeypatch):
+    """A listing that wants a few names of a big token reads a small page, not ``page_size``
+    rows (a directory learnt in pages of 64 read a thousand rows per page)."""
+    if not isinstance(staging, SqlStagingStore):
+        pytest.skip("paging is the SQL store's")
+    from lakefuse.db.staging import FIRST_PAGE_ROWS
+
+    staging.set_many("t", [(b"k%05d" % i, rec(b"k%05d" % i)) for i in range(3000)])
+    fetched = []
+    rows = staging._db.rows
+    monkeypatch.setattr(staging._db, "rows", lambda *args: fetched.append(len(result := rows(*args))) or result)
+    iterator = staging.iterate("t")
+    assert [next(iterator)[0] for _ in range(65)][-1] == b"k00064"
+    assert sum(fetched) == FIRST_PAGE_ROWS
+    assert len(list(iterator)) == 3000 - 65
+    assert fetched[1:4] == [2 * FIRST_PAGE_ROWS, 4 * FIRST_PAGE_ROWS, min(8 * FIRST_PAGE_ROWS, staging.page_size)]
+
+
 def test_iterate_is_lazy_and_sees_later_pages_live(staging):
     staging.page_size = 2
     staging.set_many("t", [(key, rec(key)) for key in (b"a", b"b", b"c", b"d")])
