@@ -2,10 +2,11 @@
 
 A lookup of a name a branch does not have answers a negative entry (inode 0) with the
 branch's entry timeout when the branch is watched (``lakefuse.fs.changes``), instead of a
-bare ENOENT the kernel asks again at each path walk: ``git clone`` looks up most of the names
-it makes twice before making them (an ``lstat``, then the ``open`` that creates), and
-``.git/config.lock`` or ``packed-refs`` a dozen times.  The kernel drops such an entry itself
-when a name is made through the mount (create, mkdir, rename...).  A name made any other way
+bare ENOENT the kernel asks again at each path walk: repeated probes of missing names (git's
+``packed-refs``, a build's or an import's search for files, ``test -e`` loops) cost one
+request.  (A create with ``O_EXCL`` and a ``mkdir`` still send theirs: the kernel looks a
+negative entry up again before them.)  The kernel drops such an entry itself when a name is
+made through the mount (create, mkdir, rename...).  A name made any other way
 (another writer, seen by the change-feed poll; a merge or reset through ``.lakefuse/``) must be
 invalidated, so this module owns the record of which negative entries were handed out, by the
 directory's inode and the name (a directory renamed through the mount keeps its inode, and the
