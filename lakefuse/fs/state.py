@@ -112,8 +112,7 @@ class Unstaged:
             return any(k == tree.key and p.startswith(prefix) and n.attached for (k, p), n in self.by_path.items())
 
     def paths(self, tree: Tree) -> list[str]:
-        with self._lock:
-            return sorted(p for (k, p), n in self.by_path.items() if k == tree.key and n.attached)
+        return [path for path, _is_dir in self.status_keys(tree)]
 
     def status_keys(self, tree: Tree) -> list[tuple[str, bool]]:
         """``(path, is_dir)`` of the unstaged files and directories of ``tree``, by path: a
