@@ -215,9 +215,11 @@ class Files(HandleOps):
             grant = self._grant_passthrough(of, readable_object=not writable and not truncate,
                                             writes_from_empty=kernel_may_write(flags, truncate))
             keep_cache = False
+            first_open = False  # of these bytes, since the kernel made this inode: none of them cached
             if not writable and of.spool is None and of.entry is not None and not grant.backing_id:
                 identity = (of.entry.physical_address, of.entry.checksum)
-                keep_cache = not node.tree.is_branch or node.cache_id == identity
+                first_open = node.cache_id != identity
+                keep_cache = not node.tree.is_branch or not first_open
                 node.cache_id = identity
             handle = self._new_file_handle(of, writable, grant, from_empty,
                                            read_write=(flags & os.O_ACCMODE) == os.O_RDWR)
@@ -225,18 +227,20 @@ class Files(HandleOps):
             self._uploader.local_storage(node.tree.repo)  # ask once, here (see read_nowait)
             self._opened_repos.add(node.tree.repo)
         read_only = not writable and not truncate
-        if read_only and not grant.backing_id and not keep_cache:
+        if read_only and first_open:
             self._start_reading(handle)
         return OpenResult(self._handles.add(handle), keep_cache=keep_cache, direct_io=handle.direct_io,
                           backing_id=grant.backing_id, noflush=read_only)
 
     def _start_reading(self, h: FileHandle) -> None:
-        """A read-only handle the mount serves from a local object (a branch file): open the
-        object now and have the kernel start reading its first bytes in without waiting for
-        them (``will_need``).  The first READ comes a round trip later and then usually finds
-        them in the page cache, so it is answered on the event loop (``read_nowait``) instead
-        of costing a thread hop and a disk wait; that hop was most of the cost of reading a
-        small branch file.  Best effort: anything unusual is left to the read."""
+        """The first read-only handle of these bytes the mount serves from a local object (a
+        branch file; a commit's or tag's without passthrough): open the object now and have the
+        kernel start reading its first bytes in without waiting for them (``will_need``).  The
+        first READ comes a round trip later and then usually finds them in the page cache, so
+        it is answered on the event loop (``read_nowait``) instead of costing a thread hop and
+        a disk wait; that hop was most of the cost of reading a small file.  Later opens of the
+        same bytes find them in the kernel's cache (``keep_cache``) and send no READ.  Best
+        effort: anything unusual is left to the read."""
         entry = h.entry
         if entry is None or not entry.size or h.open_file.spool is not None:
             return

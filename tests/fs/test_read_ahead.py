@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import os
 
-from lakefuse.fs.filesystem import LakeFilesystem
-from lakefuse.fs.readers import LocalFileReader
 from test_passthrough import LocalFilesBackend, RecordingBackings
 
+from lakefuse.fs.filesystem import LakeFilesystem
+from lakefuse.fs.readers import LocalFileReader
 
 
 class RecordingReader(LocalFileReader):
@@ -62,6 +62,22 @@ def test_a_branch_file_is_opened_and_read_in_at_open(tmp_path, make_driver):
     buffer = bytearray(1 << 20)
     assert bytes(fs.read_nowait(result.fh, 0, 4096, buffer)) == b"x,y\n1,2\n"  # no thread hop
     fs.release(result.fh)
+
+
+def test_a_commit_file_served_by_the_mount_is_read_in_at_its_first_open_only(tmp_path, make_driver):
+    fs, backend, drive = filesystem(tmp_path, make_driver)  # no passthrough: the mount serves it
+    backend.create_tag("sales", "v1", "main")
+    first = open_read_only(fs, drive, "sales/v1/top.csv")
+    assert first.keep_cache  # a tag's bytes never change
+    advised = [reader for reader in backend.readers if reader.advised]
+    assert [reader.advised for reader in advised] == [[(0, 8)]]
+    buffer = bytearray(1 << 20)
+    assert bytes(fs.read_nowait(first.fh, 0, 4096, buffer)) == b"x,y\n1,2\n"  # no thread hop
+    fs.release(first.fh)
+    again = fs.open(drive.ino("sales/v1/top.csv"), os.O_RDONLY)  # the kernel holds the pages: no READ
+    assert again.keep_cache
+    assert [reader for reader in backend.readers if reader.advised] == advised
+    fs.release(again.fh)
 
 
 def test_only_the_first_bytes_of_a_big_file_are_read_in(tmp_path, make_driver):
