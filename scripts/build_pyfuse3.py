@@ -22,6 +22,8 @@ and pyfuse3 exposes no passthrough API.  So this script:
    (a non-blocking /dev/fuse: no lock, epoll registration or scheduler pass per request);
    and ``pyfuse3.readdir_reply_name`` (a READDIRPLUS entry without attributes, which the kernel
    makes no inode of) with ``pyfuse3.readdir_caller`` (the thread ID a readdir lists for);
+   and GETXATTR of a name the operations object refuses (``refused_xattr_prefixes``)
+   answered ENOTSUP in C, without calling its handler (``pyfuse3.xattr_prefixes_refused()``);
 3. builds a wheel of that pyfuse3 linked to the new libfuse (rpath, so nothing system-wide
    changes: the system's libfuse, fusermount3 and mount helpers stay as they are).
 
@@ -236,6 +238,37 @@ EDITS = [
      "    token.buf = &token.buf[len_]\n"
      "    return True\n\n\n"
      "def readdir_reply(ReaddirToken token, name, EntryAttributes attr, off_t next_id):\n"),
+    # GETXATTR of a name in a namespace the operations object says it has nothing in
+    # (``refused_xattr_prefixes``, read at FUSE_INIT) is answered ENOTSUP in C, as its handler
+    # would: the kernel asks for ``security.capability`` before each write(2) it makes into a
+    # passthrough file (once per small file created), and each of those round trips through
+    # Python cost more than the write itself
+    ("src/pyfuse3/__init__.pyx",
+     "cdef bint killpriv_v2_granted = False\n",
+     "cdef bint killpriv_v2_granted = False\ncdef tuple refused_xattr_prefixes = ()\n"),
+    ("src/pyfuse3/handlers.pxi",
+     "        killpriv_v2_granted = True\n",
+     "        killpriv_v2_granted = True\n"
+     "    global refused_xattr_prefixes\n"
+     "    refused_xattr_prefixes = tuple(getattr(operations, 'refused_xattr_prefixes', ()))\n"),
+    ("src/pyfuse3/handlers.pxi",
+     "                         size_t size):\n    cdef _Container c = _Container()\n",
+     "                         size_t size):\n"
+     "    cdef int ret\n"
+     "    cdef _Container c\n"
+     "    if refused_xattr_prefixes and PyBytes_FromString(name).startswith(refused_xattr_prefixes):\n"
+     "        ret = fuse_reply_err(req, errno.EOPNOTSUPP)\n"
+     "        if ret != 0:\n"
+     "            log.error('fuse_getxattr(): fuse_reply_err failed with %s', strerror(-ret))\n"
+     "        return\n"
+     "    c = _Container()\n"),
+    ("src/pyfuse3/__init__.pyx",
+     "def handles_killpriv_v2():\n",
+     "def xattr_prefixes_refused():\n"
+     "    \"The name prefixes whose GETXATTR is answered ENOTSUP without calling the handler\"\n"
+     "    \" (added by lakefuse's build).\"\n"
+     "    return refused_xattr_prefixes\n\n\n"
+     "def handles_killpriv_v2():\n"),
 ]
 
 

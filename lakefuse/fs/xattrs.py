@@ -24,6 +24,11 @@ from lakefuse.graveler.model import Entry
 XATTR_USER = "user."
 XATTR_OBJECT_NAMESPACE = "lakefuse."
 XATTR_OBJECT = ("lakefuse.checksum", "lakefuse.physical_address", "lakefuse.content_type", "lakefuse.size")
+#: the kernel's namespaces of attributes this filesystem has none in: every request about a
+#: name in them is answered ENOTSUP (``_namespace_unsupported``), so an adapter may answer
+#: them without asking (the kernel asks for ``security.capability`` before each write(2) into a
+#: file it writes itself)
+UNSUPPORTED_NAMESPACES = ("security.", "system.", "trusted.")
 
 
 def _namespace_supported(name: str) -> bool:

@@ -30,6 +30,7 @@ import trio
 
 from lakefuse.errors import LakefuseError
 from lakefuse.fs.filesystem import Attributes, LakeFilesystem, OpenResult, WouldBlock
+from lakefuse.fs.xattrs import UNSUPPORTED_NAMESPACES
 from lakefuse.fuse.passthrough import KernelBackingFiles, granted_session_fd, has_cap_sys_admin
 from lakefuse.fuse.spin import RequestSpinner
 from lakefuse.fuse.status import errno_name
@@ -222,6 +223,9 @@ class LakeOperations(pyfuse3.Operations):
     #: stock pyfuse3 ignores it): the kernel then stops asking for ``security.capability``
     #: before every write(2), and the filesystem clears set-user-ID bits on writes itself
     enable_killpriv_v2 = True
+    #: names whose GETXATTR pyfuse3 as built by scripts/build_pyfuse3.py answers ENOTSUP itself,
+    #: as ``getxattr`` would, without a round trip through Python (a stock pyfuse3 ignores it)
+    refused_xattr_prefixes = tuple(prefix.encode() for prefix in UNSUPPORTED_NAMESPACES)
 
     def __init__(self, fs: LakeFilesystem, *, worker_threads: int = WORKER_THREADS,
                  spinner: RequestSpinner | None = None, passthrough: bool = True,
@@ -300,9 +304,11 @@ class LakeOperations(pyfuse3.Operations):
         if self.enable_writeback_cache:
             self.fs.enable_writeback_cache()
         handles_killpriv = getattr(pyfuse3, "handles_killpriv_v2", lambda: False)()
-        log.info("writes: writeback cache %s; %s", "on" if self.enable_writeback_cache else "off",
-                 "no security.capability lookups" if handles_killpriv
-                 else "the kernel looks up security.capability before each write (stock pyfuse3)")
+        refused_in_binding = bool(getattr(pyfuse3, "xattr_prefixes_refused", tuple)())
+        log.info("writes: writeback cache %s; security.capability %s", "on" if self.enable_writeback_cache else "off",
+                 "looked up only before writes the kernel makes into spools, answered by the binding"
+                 if handles_killpriv and refused_in_binding
+                 else "looked up before each write" + ("" if handles_killpriv else " (stock pyfuse3)"))
 
     async def _run(self, fn, *args):
         return await trio.to_thread.run_sync(fn, *args, limiter=self._limiter)

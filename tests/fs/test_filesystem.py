@@ -15,6 +15,7 @@ from lakefuse.errors import LakefuseError
 from lakefuse.fs.filesystem import MODE_KEY, MTIME_NS_KEY, LakeFilesystem, WouldBlock
 from lakefuse.fs.memory import MemoryBackend
 from lakefuse.fs.namespace import RENAME_NOREPLACE
+from lakefuse.fs.xattrs import UNSUPPORTED_NAMESPACES
 from fs_staging import staged_away, staged_entry, staged_entry_where
 
 
@@ -509,6 +510,18 @@ def test_xattrs_are_user_metadata_and_object_properties(fs, drive, backend):
         with pytest.raises(ERRORS) as exc:
             fs.setxattr(ino, name, b"v")
         assert errno_of(exc) == code
+
+
+def test_the_namespaces_an_adapter_may_refuse_itself_are_refused_here_on_every_node(fs, drive):
+    """UNSUPPORTED_NAMESPACES is what the FUSE binding answers ENOTSUP without asking: it must
+    be what the filesystem answers, for every name in them and every kind of node."""
+    nodes = [drive.ino(path) for path in ("sales/main/top.csv", "sales/main", "sales", "sales/main/.lakefuse")]
+    for prefix in UNSUPPORTED_NAMESPACES:
+        for ino in nodes:
+            for name in (prefix + "capability", prefix + "posix_acl_access", prefix + "x"):
+                with pytest.raises(ERRORS) as exc:
+                    fs.getxattr(ino, name)
+                assert errno_of(exc) == errno.ENOTSUP, (ino, name)
 
 
 # ------------------------------------------------------------------ refused operations and names
