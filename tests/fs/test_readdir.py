@@ -154,3 +154,48 @@ def test_a_listing_with_files_not_uploaded_yet_is_not_kept(fs, drive):
     assert "open.txt" in list_whole(fs, a)
     assert opened(fs, a) == (True, False)  # the file may still go (a failed write)
     fs.release(created.fh)
+
+
+
+# ------------------------------------------------------------------ positions
+
+def listing_from(fs, ino, offset=0) -> list[tuple[str, int]]:
+    """(name, next offset) of each entry a new handle reports from ``offset`` on."""
+    fh = fs.opendir(ino)
+    out = []
+    fs.readdir(fh, offset, lambda name, attrs, next_offset: out.append((name.decode(), next_offset)) or True)
+    fs.releasedir(fh)
+    return out
+
+
+@pytest.mark.parametrize("ref", ["branch", "commit"])
+def test_a_position_means_the_same_entry_on_a_handle_that_reported_nothing(backend, tmp_path, make_driver, ref):
+    """The kernel reads a listing it keeps and, when a page of it goes missing half-way, asks
+    a handle that reported nothing for the rest from where it stands: the rest must follow
+    on, not start over (names read twice)."""
+    for i in range(25):
+        backend.put_object("sales", "main", f"big/f{i:02d}", b"x")
+    backend.put_object("sales", "main", "big/sub/inner", b"x")
+    backend.commit("sales", "main", "more")
+    fs = LakeFilesystem(backend, spool_dir=str(tmp_path / "spool"), readdir_page=4)  # pages of 4 names
+    ref_name = "main" if ref == "branch" else backend.branch_head("sales", "main")
+    ino = make_driver(fs).ino(f"sales/{ref_name}/big")
+    whole = listing_from(fs, ino)
+    names = [name for name, _ in whole]
+    assert names[:2] == [".", ".."] and sorted(names[2:]) == [f"f{i:02d}" for i in range(25)] + ["sub"]
+    for k, (_, offset) in enumerate(whole):
+        assert listing_from(fs, ino, offset) == whole[k + 1:], offset
+    assert listing_from(fs, ino, whole[-1][1] + 5) == []  # past the end: nothing
+
+
+def test_a_position_among_files_not_uploaded_yet_means_the_same_entry_too(fs, drive):
+    """Files still being written are listed after the branch's entries, in the same order on
+    every handle."""
+    a = drive.ino("sales/main/a")
+    opened = [fs.create(a, f"open-{i}.txt", 0o100644, os.O_WRONLY | os.O_CREAT)[0].fh for i in range(3)]
+    whole = listing_from(fs, a)
+    assert [name for name, _ in whole][-3:] == ["open-0.txt", "open-1.txt", "open-2.txt"]
+    for k, (_, offset) in enumerate(whole):
+        assert listing_from(fs, a, offset) == whole[k + 1:], offset
+    for fh in opened:
+        fs.release(fh)

@@ -5,8 +5,11 @@ change-poll interval."""
 
 from __future__ import annotations
 
+import ctypes
 import os
+import platform
 import signal
+import struct
 import threading
 import time
 
@@ -168,3 +171,56 @@ def test_the_branch_timeout_is_how_long_the_kernel_keeps_a_branchs_names_and_att
             assert [entry.stat().st_size for entry in os.scandir(directory)] == [5]  # names and attributes
             time.sleep(1.5)
             assert stat_while_stopped(mount, directory, "f.txt") is kept
+
+
+#: getdents64's system call number, to read a listing in pieces smaller than glibc's (which
+#: reads a directory of a FUSE mount in 1 MiB pieces: its st_blksize)
+GETDENTS64 = {"x86_64": 217, "aarch64": 61}.get(platform.machine())
+
+
+def names_in_pieces(fd: int, piece: int, between=None) -> list[str]:
+    """The names getdents64 returns for ``fd``, ``piece`` bytes at a time, with ``between()``
+    called after the first piece."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    buffer = ctypes.create_string_buffer(piece)
+    names = []
+    for _ in range(100_000):  # bounded: a listing that never ends fails the test
+        got = libc.syscall(GETDENTS64, fd, buffer, piece)
+        if got < 0:
+            raise OSError(ctypes.get_errno(), "getdents64")
+        if got == 0:
+            return [name for name in names if name not in (".", "..")]
+        raw, at = buffer.raw[:got], 0
+        while at < got:
+            reclen = struct.unpack_from("=H", raw, at + 16)[0]
+            names.append(raw[at + 19:at + reclen].split(b"\0", 1)[0].decode())
+            at += reclen
+        if between is not None:
+            between()
+            between = None
+    raise AssertionError("the listing did not end")
+
+
+@needs_listing_cache
+@pytest.mark.skipif(GETDENTS64 is None, reason="getdents64's number is known here for x86_64 and aarch64 only")
+def test_a_kept_listing_lost_half_way_through_a_reader_goes_on_where_it_stood(listed):
+    """The kernel reads a listing it keeps from its pages; when they go (here dropped with the
+    page cache, as memory pressure would) half-way through a reader, it asks the mount for the
+    rest from where that reader stands, on a handle that reported nothing.  The reader must
+    get each name once: it got the first ones again, up to twice as many names, before."""
+    mount, commit = listed
+    directory = mount.mountpoint / "sales" / commit / "many"
+    expected = sorted(os.listdir(directory))  # kept by the kernel from now on
+    assert len(expected) == 301
+
+    def drop_page_cache():
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("1\n")
+
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        names = names_in_pieces(fd, 4096, between=drop_page_cache)
+    finally:
+        os.close(fd)
+    assert len(names) == len(set(names)), f"{len(names) - len(set(names))} names read twice"
+    assert sorted(names) == expected
