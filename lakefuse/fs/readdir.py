@@ -14,10 +14,10 @@ The kernel keeps the listings of a ref's directories (``open_dir``: FUSE's ``cac
 so a second ``find`` or ``ls`` is answered without a request: a tag's or commit's for good
 (``keep_cache`` at every opendir), a branch's while its tree vouches for the listing served
 last (``Tree.kernel_keeps``: listed whole from its start, with no file that is not uploaded
-yet, nothing changed in it since, and within the tree's ``ttl``); else the opendir tells the kernel to drop what it kept, and
-the listing it is served instead is kept in its place.  The kernel drops a listing itself when
-this mount changes the directory.  Repositories, refs and the control directory are listed
-anew at each opendir.
+yet, nothing changed in it since, and within the tree's ``ttl``); else the opendir tells the
+kernel to drop what it kept, and the listing it is served instead is kept in its place.  The
+kernel drops a listing itself when this mount changes the directory.  Repositories, refs and
+the control directory are listed anew at each opendir.
 
 A reply may give regular files by name alone (``add_name``: name, inode number, type; no
 lookup count), which a walk that stats nothing takes several times faster; ``Walkers``
@@ -142,27 +142,39 @@ class Readdir(HandleOps):
             h.emitted.append((None, ""))
         while True:
             if not h.buffer:
-                if not h.exhausted:
-                    if blocking:
-                        page, h.after, h.exhausted = tree.list_dir(node.path, h.after, self._state.readdir_page)
-                        h.buffer.extend(page)
-                    elif not self._buffer_kept_page(h):
-                        return  # what was in memory is out; the kernel asks again for the rest
-                    continue
-                if h.extras_done:
+                filled = self._fill_buffer(h, blocking)
+                if filled is None:
+                    return  # what was in memory is out; the kernel asks again for the rest
+                if not filled:
                     if h.kernel_token is not None:  # served whole: the kernel may keep it
                         tree.kernel_listed(node.path, h.kernel_token)
                         h.kernel_token = None
                     return
-                h.extras_done = True
-                extras = self._state.unstaged.listed_in(tree, node.path, h.names, h.opened)
-                if extras and tree.ttl is not None:  # files not uploaded yet: they may go (a failed
-                    tree.kernel_may_not_keep(node.path)  # write) without a change of the tree
-                    h.kernel_token = None
-                h.buffer.extend(extras)
                 continue
             if not self._emit_buffered(h, add, tree, add_name):
                 return
+
+    def _fill_buffer(self, h: DirHandle, blocking: bool) -> bool | None:
+        """Put the next entries of ``h``'s listing in its empty buffer: the tree's next page,
+        then the files not uploaded yet.  False once the listing is done; None if not
+        ``blocking`` and the next page is not in memory."""
+        node = h.node
+        tree = node.tree
+        if not h.exhausted:
+            if blocking:
+                page, h.after, h.exhausted = tree.list_dir(node.path, h.after, self._state.readdir_page)
+                h.buffer.extend(page)
+                return True
+            return True if self._buffer_kept_page(h) else None
+        if h.extras_done:
+            return False
+        h.extras_done = True
+        extras = self._state.unstaged.listed_in(tree, node.path, h.names, h.opened)
+        if extras and tree.ttl is not None:  # files not uploaded yet: they may go (a failed
+            tree.kernel_may_not_keep(node.path)  # write) without a change of the tree
+            h.kernel_token = None
+        h.buffer.extend(extras)
+        return True
 
     def _buffer_kept_page(self, h: DirHandle) -> bool:
         """Buffer the next page of ``h``'s listing if the tree keeps it in memory."""
@@ -248,23 +260,13 @@ class Readdir(HandleOps):
         Started over from the top there, the reader got the names it had already read a
         second time (``os.listdir`` of a directory of 1,000 files returned 1,916 names after
         a Spark job read 100,000 files through the mount)."""
-        node, tree = h.node, h.node.tree
         h.kernel_token = None  # not served whole by this handle: not one the kernel may keep
         while len(h.emitted) < min(offset, 2):  # '.' and '..'
             h.emitted.append((None, ""))
         while len(h.emitted) < offset:
             if not h.buffer:
-                if not h.exhausted:
-                    page, h.after, h.exhausted = tree.list_dir(node.path, h.after, self._state.readdir_page)
-                    h.buffer.extend(page)
-                    continue
-                if h.extras_done:
+                if not self._fill_buffer(h, blocking=True):
                     return  # past the end: the kernel gets no more entries
-                h.extras_done = True
-                extras = self._state.unstaged.listed_in(tree, node.path, h.names, h.opened)
-                if extras and tree.ttl is not None:
-                    tree.kernel_may_not_keep(node.path)
-                h.buffer.extend(extras)
                 continue
             name, key, _stat = h.buffer.popleft()
             if name in h.names:  # as ``_emit_buffered``: a file and a directory of the same name

@@ -156,7 +156,6 @@ def test_a_listing_with_files_not_uploaded_yet_is_not_kept(fs, drive):
     fs.release(created.fh)
 
 
-
 # ------------------------------------------------------------------ positions
 
 def listing_from(fs, ino, offset=0) -> list[tuple[str, int]]:
