@@ -24,6 +24,8 @@ and pyfuse3 exposes no passthrough API.  So this script:
    makes no inode of) with ``pyfuse3.readdir_caller`` (the thread ID a readdir lists for);
    and GETXATTR of a name the operations object refuses (``refused_xattr_prefixes``)
    answered ENOTSUP in C, without calling its handler (``pyfuse3.xattr_prefixes_refused()``);
+   and a session loop that polls /dev/fuse for up to the operations object's ``spin_wait_ns``
+   before it sleeps, yielding the CPU and holding no GIL (``pyfuse3.request_spin_ns()``);
 3. builds a wheel of that pyfuse3 linked to the new libfuse (rpath, so nothing system-wide
    changes: the system's libfuse, fusermount3 and mount helpers stay as they are).
 
@@ -268,6 +270,69 @@ EDITS = [
      "    \"The name prefixes whose GETXATTR is answered ENOTSUP without calling the handler\"\n"
      "    \" (added by lakefuse's build).\"\n"
      "    return refused_xattr_prefixes\n\n\n"
+     "def handles_killpriv_v2():\n"),
+    # when /dev/fuse has nothing queued, the session loop first polls it for up to
+    # ``spin_wait_ns`` (read from the operations object at FUSE_INIT), yielding the CPU between
+    # polls and holding no GIL, and only then sleeps in trio.  Requests come in runs (a stat
+    # loop, ``rsync``, ``git clone``, Spark opening files), each sent microseconds after the
+    # last reply; a loop still polling reads it at once, where a sleeping one had to be woken
+    # (on a virtual machine an interrupt to an idle CPU, tens of microseconds each way) and
+    # went through trio's lock, epoll registration and scheduler passes first
+    ("src/pyfuse3/__init__.pyx",
+     "cdef tuple refused_xattr_prefixes = ()\n",
+     "cdef tuple refused_xattr_prefixes = ()\ncdef long spin_wait_ns = 0\n"),
+    ("src/pyfuse3/handlers.pxi",
+     "    refused_xattr_prefixes = tuple(getattr(operations, 'refused_xattr_prefixes', ()))\n",
+     "    refused_xattr_prefixes = tuple(getattr(operations, 'refused_xattr_prefixes', ()))\n"
+     "    global spin_wait_ns\n"
+     "    spin_wait_ns = max(0, min(int(getattr(operations, 'spin_wait_ns', 0)), 10000000))\n"),
+    ("src/pyfuse3/internal.pxi",
+     "@async_wrapper\nasync def _session_loop(nursery, int min_tasks, int max_tasks):\n",
+     "cdef extern from '<poll.h>' nogil:\n"
+     "    struct pollfd:\n"
+     "        int fd\n"
+     "        short events\n"
+     "        short revents\n"
+     "    int poll(pollfd *fds, unsigned long nfds, int timeout)\n"
+     "    enum: POLLIN\n\n"
+     "cdef extern from '<sched.h>' nogil:\n"
+     "    int sched_yield()\n\n"
+     "from posix.time cimport clock_gettime, CLOCK_MONOTONIC\n\n"
+     "cdef bint _spin_for_request(int fd, long window_ns) noexcept:\n"
+     "    # poll fd for up to window_ns, yielding the CPU between polls, without the GIL;\n"
+     "    # whether a request is queued (added by lakefuse's build)\n"
+     "    cdef pollfd p\n"
+     "    cdef timespec start, now\n"
+     "    cdef int ready = 0\n"
+     "    p.fd = fd\n"
+     "    p.events = POLLIN\n"
+     "    with nogil:\n"
+     "        clock_gettime(CLOCK_MONOTONIC, &start)\n"
+     "        while True:\n"
+     "            p.revents = 0\n"
+     "            ready = poll(&p, 1, 0)\n"
+     "            if ready != 0:\n"
+     "                break\n"
+     "            clock_gettime(CLOCK_MONOTONIC, &now)\n"
+     "            if (now.tv_sec - start.tv_sec) * 1000000000 + (now.tv_nsec - start.tv_nsec) >= window_ns:\n"
+     "                break\n"
+     "            sched_yield()\n"
+     "    return ready > 0 and (p.revents & POLLIN) != 0\n\n\n"
+     "@async_wrapper\nasync def _session_loop(nursery, int min_tasks, int max_tasks):\n"),
+    ("src/pyfuse3/internal.pxi",
+     "        if res == -errno.EAGAIN:  # nothing queued: wait for the next request\n"
+     "            fast_reads = 0\n",
+     "        if res == -errno.EAGAIN:  # nothing queued: wait for the next request\n"
+     "            if spin_wait_ns > 0 and _spin_for_request(session_fd, spin_wait_ns):\n"
+     "                continue  # one came while polling: read it without sleeping\n"
+     "            fast_reads = 0\n"),
+    ("src/pyfuse3/__init__.pyx",
+     "def handles_killpriv_v2():\n",
+     "def request_spin_ns():\n"
+     "    \"How long the session loop polls /dev/fuse for the next request before it sleeps,\"\n"
+     "    \" in nanoseconds (0: never; ``spin_wait_ns`` of the operations object, read at\"\n"
+     "    \" FUSE_INIT; added by lakefuse's build).\"\n"
+     "    return spin_wait_ns\n\n\n"
      "def handles_killpriv_v2():\n"),
 ]
 

@@ -33,6 +33,7 @@ from lakefuse.errors import InvalidArgument, LakefuseError, MountPointInUse
 from lakefuse.fs.state import WATCHED_BRANCH_TTL
 from lakefuse.fs.tree import METADATA_ENTRIES
 from lakefuse.fuse.mountinfo import process_alive
+from lakefuse.fuse.spin import DEFAULT_SPIN_SECONDS
 
 log = logging.getLogger("lakefuse.mount")
 
@@ -89,11 +90,13 @@ def add_mount_arguments(parser: argparse.ArgumentParser) -> None:
                              "inode per file, which makes a fresh find of a big tree about 1.5x faster, and "
                              "a later ls -l or du of the same directories that much slower (see "
                              "docs/mount.md, listings by name alone; default: none)")
-    parser.add_argument("--spin-us", type=_microseconds, default=0, metavar="MICROSECONDS",
-                        help="keep polling for the next request this long after each one instead of "
-                             "sleeping (default 0: never; saves the wake-up of each request in a run "
-                             "of them at the cost of up to this much CPU time per request, which a "
-                             "machine with a spare core can afford)")
+    parser.add_argument("--spin-us", type=_microseconds, default=round(DEFAULT_SPIN_SECONDS * 1e6),
+                        metavar="MICROSECONDS",
+                        help=f"poll for the next request this long after each one before sleeping, "
+                             f"yielding the CPU to anything else that wants it (default "
+                             f"{DEFAULT_SPIN_SECONDS * 1e6:.0f}; 0: never): a run of small requests "
+                             f"(stat, open, create) then costs no wake-up of the daemon per request. "
+                             f"Needs the pyfuse3 scripts/install builds")
     parser.add_argument("--no-passthrough", dest="passthrough", action="store_false",
                         help="serve every read through lakefuse (by default the kernel reads objects of a "
                              "local storage namespace under commits, tags and read-only mounts itself: "

@@ -32,7 +32,6 @@ from lakefuse.errors import LakefuseError
 from lakefuse.fs.filesystem import Attributes, LakeFilesystem, OpenResult, WouldBlock
 from lakefuse.fs.xattrs import UNSUPPORTED_NAMESPACES
 from lakefuse.fuse.passthrough import KernelBackingFiles, granted_session_fd, has_cap_sys_admin
-from lakefuse.fuse.spin import RequestSpinner
 from lakefuse.fuse.status import errno_name
 
 log = logging.getLogger(__name__)
@@ -61,13 +60,9 @@ def is_unexpected(operation: str, code: int) -> bool:
     return code in UNEXPECTED_ERRNOS or operation in UNEXPECTED_OPERATIONS
 
 
-def fuse_errors(handler=None, *, spin: bool = True):
+def fuse_errors(handler):
     """Answer every failure of a handler with an errno; log what is not a user error (see the
-    module docstring) and count every errno per operation.  Then tell the request spinner:
-    ``beat()``, or with ``spin=False`` (handlers whose work goes on in other threads)
-    ``hush()``."""
-    if handler is None:
-        return functools.partial(fuse_errors, spin=spin)
+    module docstring) and count every errno per operation."""
     operation = handler.__name__
     params = tuple(inspect.signature(handler).parameters)[1:]  # without self
 
@@ -101,11 +96,6 @@ def fuse_errors(handler=None, *, spin: bool = True):
             _count(self, operation, errno.EIO)
             log.exception("unexpected error in %s (%s), answered EIO", operation, _describe(self, params, args))
             raise pyfuse3.FUSEError(errno.EIO) from None
-        finally:
-            if spin:
-                self.spinner.beat()
-            else:
-                self.spinner.hush()
 
     return wrapper
 
@@ -228,7 +218,7 @@ class LakeOperations(pyfuse3.Operations):
     refused_xattr_prefixes = tuple(prefix.encode() for prefix in UNSUPPORTED_NAMESPACES)
 
     def __init__(self, fs: LakeFilesystem, *, worker_threads: int = WORKER_THREADS,
-                 spinner: RequestSpinner | None = None, passthrough: bool = True,
+                 spin: float = 0.0, passthrough: bool = True,
                  passthrough_branches: bool = False, writeback_cache: bool = False):
         super().__init__()
         self.fs = fs
@@ -237,8 +227,10 @@ class LakeOperations(pyfuse3.Operations):
         #: scripts/build_pyfuse3.py; a stock pyfuse3 ignores it), if this process may use it
         self.enable_passthrough = passthrough and not writeback_cache and has_cap_sys_admin()
         self._passthrough_branches = passthrough_branches
-        #: told of every answered request (see lakefuse.fuse.spin); by default it never spins
-        self.spinner = spinner or RequestSpinner(window=0)
+        #: nanoseconds the session loop polls /dev/fuse for the next request before it sleeps
+        #: (read at FUSE_INIT by pyfuse3 as built by scripts/build_pyfuse3.py; a stock pyfuse3
+        #: ignores it; see lakefuse.fuse.spin)
+        self.spin_wait_ns = max(0, round(spin * 1e9))
         self._limiter = trio.CapacityLimiter(worker_threads)
         # answers of reads served on the event loop; reused: pyfuse3 copies a read's answer
         # to the kernel right after the handler returns, before any other task runs
@@ -309,6 +301,10 @@ class LakeOperations(pyfuse3.Operations):
                  "looked up only before writes the kernel makes into spools, answered by the binding"
                  if handles_killpriv and refused_in_binding
                  else "looked up before each write" + ("" if handles_killpriv else " (stock pyfuse3)"))
+        spin_ns = getattr(pyfuse3, "request_spin_ns", lambda: 0)()
+        log.info("polling for the next request before sleeping: %s",
+                 f"{spin_ns / 1000:.0f} µs" if spin_ns else
+                 "off" + (" (stock pyfuse3)" if self.spin_wait_ns and not hasattr(pyfuse3, "request_spin_ns") else ""))
 
     async def _run(self, fn, *args):
         return await trio.to_thread.run_sync(fn, *args, limiter=self._limiter)
@@ -329,7 +325,6 @@ class LakeOperations(pyfuse3.Operations):
             self.fs.forget(inode_list)
         except Exception:  # noqa: BLE001 - forget must not raise
             log.exception("forget failed")
-        self.spinner.beat()
 
     @fuse_errors
     async def getattr(self, inode, ctx=None):
@@ -467,7 +462,7 @@ class LakeOperations(pyfuse3.Operations):
         except WouldBlock:
             return await self._run(self.fs.read, fh, off, size)
 
-    @fuse_errors(spin=False)  # its bytes go on to the spool's writer and hashing threads
+    @fuse_errors
     async def write(self, fh, off, buf):
         try:  # a small write, or an append to a big file queued for its spool's writer: no thread hop
             return self.fs.write_nowait(fh, off, buf)

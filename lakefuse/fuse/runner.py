@@ -5,8 +5,7 @@ Owns the kernel mount options (``fsname``/``subtype`` so ``mount`` and ``df`` sa
 see ``kernel_checks_permissions``), ``max_read``), readiness (the mount answers a
 ``stat`` before anyone is told it is ready), the mount's read-ahead (raised through
 ``/sys/class/bdi/<major:minor>/read_ahead_kb`` so buffered sequential reads arrive in 1 MiB
-requests), the request spinner (``spin.py``: the loop keeps polling for ``spin`` seconds after
-each request), the change watcher (every ``change_poll`` seconds ``LakeFilesystem.poll_changes``
+requests), the change watcher (every ``change_poll`` seconds ``LakeFilesystem.poll_changes``
 says what other writers changed on the branches, and the kernel's entries and attributes of
 those paths are invalidated; a merge or reset through ``.lakefuse/`` invalidates at once, from
 the thread that ran it), the mount's status file (``status.py``: written once ready, when
@@ -32,7 +31,7 @@ from lakefuse.errors import LakefuseError
 from lakefuse.fs.filesystem import Invalidations, LakeFilesystem
 from lakefuse.fuse.mountinfo import mounted_at
 from lakefuse.fuse.operations import LakeOperations
-from lakefuse.fuse.spin import DEFAULT_WINDOW_SECONDS, RequestSpinner
+from lakefuse.fuse.spin import DEFAULT_SPIN_SECONDS
 from lakefuse.fuse.status import STATUS_INTERVAL_SECONDS, MountStatusFile, format_counts
 
 log = logging.getLogger(__name__)
@@ -56,7 +55,7 @@ class MountOptions:
     fsname: str = "lakefuse"
     worker_threads: int = 16
     change_poll: float = 0.5  # seconds between polls of the change feed (a watched filesystem)
-    spin: float = DEFAULT_WINDOW_SECONDS  # seconds the loop keeps polling after a request (see spin.py)
+    spin: float = DEFAULT_SPIN_SECONDS  # seconds the loop polls for the next request before it sleeps
     passthrough: bool = True  # let the kernel read local objects itself (lakefuse.fs.passthrough)
     passthrough_branches: bool = False  # ... of writable branches too
     writeback_cache: bool = False  # the kernel caches writes (and then grants no passthrough)
@@ -128,8 +127,7 @@ def serve(fs: LakeFilesystem, mountpoint: str, options: MountOptions,
     if not os.path.isdir(mountpoint):
         raise MountFailed(f"mount point {mountpoint} is not a directory")
     tune_garbage_collector()
-    spinner = RequestSpinner(options.spin)
-    ops = LakeOperations(fs, worker_threads=options.worker_threads, spinner=spinner,
+    ops = LakeOperations(fs, worker_threads=options.worker_threads, spin=options.spin,
                          passthrough=options.passthrough, passthrough_branches=options.passthrough_branches,
                          writeback_cache=options.writeback_cache)
     fs.set_kernel_invalidator(invalidate_kernel_caches)  # a merge or reset through .lakefuse/
@@ -139,7 +137,7 @@ def serve(fs: LakeFilesystem, mountpoint: str, options: MountOptions,
         raise MountFailed(f"cannot mount at {mountpoint}: {exc} (is it already mounted? is /dev/fuse usable?)") from None
     ready = []
     try:
-        trio.run(_main, fs, ops, spinner, mountpoint, options,
+        trio.run(_main, fs, ops, mountpoint, options,
                  lambda: (ready.append(True), on_ready and on_ready()), status)
     except KeyboardInterrupt:
         pass
@@ -168,12 +166,11 @@ def tune_garbage_collector() -> None:
     gc.set_threshold(GC_YOUNG_THRESHOLD, 20, 20)
 
 
-async def _main(fs: LakeFilesystem, ops: LakeOperations, spinner: RequestSpinner, mountpoint: str,
+async def _main(fs: LakeFilesystem, ops: LakeOperations, mountpoint: str,
                 options: MountOptions, on_ready, status: MountStatusFile | None = None) -> None:
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_watch_signals, fs, nursery.cancel_scope)
         nursery.start_soon(_serve_until_unmounted, nursery.cancel_scope)
-        nursery.start_soon(spinner.run)
         if fs.watched:
             nursery.start_soon(_watch_changes, fs, options.change_poll)
         await _wait_ready(mountpoint)

@@ -1,13 +1,17 @@
 """A tiny pyfuse3 filesystem for tests of the binding itself: one file ``f`` whose every
 extended attribute reads ``python:<name>``, answered by its getxattr handler, with
-``refused_xattr_prefixes = (b"security.",)``.  Run as ``python echo_xattr_fs.py MOUNTPOINT``;
-serves until unmounted."""
+``refused_xattr_prefixes = (b"security.",)``, except two names: ``user.spin`` reads how long
+the session loop polls for the next request (``pyfuse3.request_spin_ns()``, asked for with
+``spin_wait_ns`` from $ECHO_SPIN_NS), and ``user.slow`` reads ``slow`` after 5 ms in a worker
+thread.  Run as ``python echo_xattr_fs.py MOUNTPOINT``; serves until unmounted."""
 
 from __future__ import annotations
 
 import errno
+import os
 import stat
 import sys
+import time
 
 import pyfuse3
 import trio
@@ -17,6 +21,7 @@ FILE_INODE = pyfuse3.ROOT_INODE + 1
 
 class EchoXattrs(pyfuse3.Operations):
     refused_xattr_prefixes = (b"security.",)
+    spin_wait_ns = int(os.environ.get("ECHO_SPIN_NS", "0"))
 
     async def getattr(self, inode, ctx=None):
         attrs = pyfuse3.EntryAttributes()
@@ -31,6 +36,11 @@ class EchoXattrs(pyfuse3.Operations):
         return await self.getattr(FILE_INODE)
 
     async def getxattr(self, inode, name, ctx):
+        if name == b"user.spin":
+            return str(pyfuse3.request_spin_ns()).encode()
+        if name == b"user.slow":
+            await trio.to_thread.run_sync(time.sleep, 0.005)
+            return b"slow"
         return b"python:" + name
 
 

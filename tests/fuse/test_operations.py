@@ -17,13 +17,9 @@ from lakefuse.fs.filesystem import Attributes, LakeFilesystem  # noqa: E402
 from lakefuse.fs.memory import MemoryBackend  # noqa: E402
 from lakefuse.fuse.operations import LakeOperations, entry_attributes, fuse_errors  # noqa: E402
 from lakefuse.fuse.passthrough import has_cap_sys_admin  # noqa: E402
-from lakefuse.fuse.spin import RequestSpinner  # noqa: E402
 
 
 class Handlers:
-    def __init__(self):
-        self.spinner = RequestSpinner(window=0)
-
     @fuse_errors
     async def lakefuse_error(self):
         raise ReadOnly("tag")
@@ -56,7 +52,6 @@ def test_every_failure_becomes_an_errno_and_bugs_are_logged(caplog):
     assert "unexpected error in bug" in caplog.text and "KeyError" in caplog.text
     assert trio.run(h.fine) == 42
     assert NoChanges().errno == errno.ENODATA
-    assert h.spinner.beats == 4  # every answer, failed or not, tells the spinner
 
 
 def test_entry_attributes_carry_timeouts_and_blocks():

@@ -1,7 +1,9 @@
 """What scripts/build_pyfuse3.py adds to pyfuse3, checked on a tiny filesystem of its own
 (echo_xattr_fs.py) through a real kernel mount: GETXATTR of a name the operations object
 refuses (``refused_xattr_prefixes``) is answered ENOTSUP by the binding, without calling the
-handler; every other name still reaches the handler."""
+handler; every other name still reaches the handler.  The session loop polls for the next
+request for the window the operations object asks (``spin_wait_ns``), and still runs handlers
+that wait for a worker thread meanwhile."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import errno
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -25,13 +28,26 @@ needs_refused_prefixes = pytest.mark.skipif(
 MOUNT_TIMEOUT = 30.0
 
 
+needs_spinning_loop = pytest.mark.skipif(
+    not hasattr(pyfuse3, "request_spin_ns"), reason="a stock pyfuse3 (scripts/install's fallback) never polls")
+
+
 @pytest.fixture
 def echo_mount(tmp_path):
+    yield from _echo_mount(tmp_path, spin_ns=0)
+
+
+@pytest.fixture
+def spinning_echo_mount(tmp_path, request):
+    yield from _echo_mount(tmp_path, spin_ns=request.param)
+
+
+def _echo_mount(tmp_path, spin_ns: int):
     require_fuse()
     mountpoint = tmp_path / "mnt"
     mountpoint.mkdir()
     server = subprocess.Popen([sys.executable, str(Path(__file__).with_name("echo_xattr_fs.py")), str(mountpoint)],
-                              stderr=subprocess.PIPE, text=True)
+                              stderr=subprocess.PIPE, text=True, env=dict(os.environ, ECHO_SPIN_NS=str(spin_ns)))
     try:
         deadline = time.monotonic() + MOUNT_TIMEOUT
         while not is_mounted(str(mountpoint)):
@@ -58,3 +74,37 @@ def test_getxattr_of_a_refused_prefix_is_answered_by_the_binding_without_the_han
             os.getxattr(path, name)
         assert exc.value.errno == errno.ENOTSUP, name
     assert os.getxattr(path, "user.after") == b"python:user.after"  # the handler still answers
+
+
+@needs_spinning_loop
+@pytest.mark.parametrize("spinning_echo_mount, expected", [(0, 0), (50_000, 50_000), (10**12, 10_000_000)],
+                         indirect=["spinning_echo_mount"])
+def test_the_loop_polls_for_the_window_the_operations_object_asks_at_most_10_ms(spinning_echo_mount, expected):
+    assert os.getxattr(spinning_echo_mount / "f", "user.spin") == str(expected).encode()
+
+
+@needs_spinning_loop
+@pytest.mark.parametrize("spinning_echo_mount", [1_000_000], indirect=True)
+def test_a_polling_loop_still_runs_handlers_waiting_for_worker_threads(spinning_echo_mount):
+    """Handlers that hop to a worker thread complete while another process keeps the loop busy
+    with a run of requests, each arriving while it polls (a 1 ms window)."""
+    path = spinning_echo_mount / "f"
+    answers, stop = [], threading.Event()
+
+    def slow_reader():
+        for _ in range(40):
+            answers.append(os.getxattr(path, "user.slow"))
+
+    def stat_loop():
+        while not stop.is_set():
+            os.getxattr(path, "user.x")
+
+    reader, busy = threading.Thread(target=slow_reader), threading.Thread(target=stat_loop)
+    started = time.monotonic()
+    busy.start()
+    reader.start()
+    reader.join(MOUNT_TIMEOUT)
+    stop.set()
+    busy.join(MOUNT_TIMEOUT)
+    assert answers == [b"slow"] * 40
+    assert time.monotonic() - started < 10  # 40 x 5 ms of sleeping, not 40 windows of starving
