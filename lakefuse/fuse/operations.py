@@ -301,10 +301,12 @@ class LakeOperations(pyfuse3.Operations):
                  "looked up only before writes the kernel makes into spools, answered by the binding"
                  if handles_killpriv and refused_in_binding
                  else "looked up before each write" + ("" if handles_killpriv else " (stock pyfuse3)"))
-        spin_ns = getattr(pyfuse3, "request_spin_ns", lambda: 0)()
-        log.info("polling for the next request before sleeping: %s",
-                 f"{spin_ns / 1000:.0f} µs" if spin_ns else
-                 "off" + (" (stock pyfuse3)" if self.spin_wait_ns and not hasattr(pyfuse3, "request_spin_ns") else ""))
+        if not hasattr(pyfuse3, "request_spin_ns"):
+            polling = "off (stock pyfuse3)" if self.spin_wait_ns else "off"
+        else:
+            spin_ns = pyfuse3.request_spin_ns()
+            polling = f"{spin_ns / 1000:.0f} µs" if spin_ns else "off"
+        log.info("polling for the next request before sleeping: %s", polling)
 
     async def _run(self, fn, *args):
         return await trio.to_thread.run_sync(fn, *args, limiter=self._limiter)
