@@ -26,6 +26,8 @@ and pyfuse3 exposes no passthrough API.  So this script:
    answered ENOTSUP in C, without calling its handler (``pyfuse3.xattr_prefixes_refused()``);
    and a session loop that polls /dev/fuse for up to the operations object's ``spin_wait_ns``
    before it sleeps, yielding the CPU and holding no GIL (``pyfuse3.request_spin_ns()``);
+   and READ of a handle registered with ``pyfuse3.native_read_add(fh, fd, size)`` answered in
+   C from the page cache (``native_read_remove``, ``native_reads_answered``);
 3. builds a wheel of that pyfuse3 linked to the new libfuse (rpath, so nothing system-wide
    changes: the system's libfuse, fusermount3 and mount helpers stay as they are).
 
@@ -333,6 +335,86 @@ EDITS = [
      "    \" in nanoseconds (0: never; ``spin_wait_ns`` of the operations object, read at\"\n"
      "    \" FUSE_INIT; added by lakefuse's build).\"\n"
      "    return spin_wait_ns\n\n\n"
+     "def handles_killpriv_v2():\n"),
+    # READ of a handle the operations object registered as a local file (``native_read_add``:
+    # handle, descriptor, size) is answered in C from the page cache: a preadv2(RWF_NOWAIT)
+    # into one reused buffer and the reply, with the GIL held throughout (so the descriptor
+    # cannot be closed meanwhile: ``native_read_remove`` comes first, under the GIL), without
+    # a coroutine, trio or the handler.  Anything else (bytes not all cached, an error) goes
+    # to the handler as before, which also decides everything about unregistered handles.
+    # Reading a small file costs an OPEN, a READ and a RELEASE; the READ's trip through Python
+    # cost more than the pread itself
+    ("src/pyfuse3/__init__.pyx",
+     "cdef long spin_wait_ns = 0\n",
+     "cdef long spin_wait_ns = 0\n"
+     "cdef dict native_reads = {}\n"
+     "cdef char *native_read_buffer = NULL\n"
+     "cdef size_t native_read_buffer_size = 0\n"
+     "cdef unsigned long long native_read_count = 0\n"),
+    ("src/pyfuse3/handlers.pxi",
+     "cdef void fuse_read (fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,\n"
+     "                     fuse_file_info *fi):\n"
+     "    cdef _Container c = _Container()\n",
+     "cdef extern from '<sys/uio.h>' nogil:\n"
+     "    struct iovec:\n"
+     "        void *iov_base\n"
+     "        size_t iov_len\n"
+     "    ssize_t preadv2(int fd, const iovec *iov, int iovcnt, off_t offset, int flags)\n"
+     "    enum: RWF_NOWAIT\n\n"
+     "cdef int _read_natively(fuse_req_t req, uint64_t fh, size_t size, off_t off) except -1:\n"
+     "    # 1 if READ was answered from the file registered for fh, all of it cached; else 0\n"
+     "    # (added by lakefuse's build)\n"
+     "    global native_read_buffer, native_read_buffer_size, native_read_count\n"
+     "    cdef int fd\n"
+     "    cdef unsigned long long file_size\n"
+     "    cdef size_t want = 0\n"
+     "    cdef ssize_t got\n"
+     "    cdef iovec iov\n"
+     "    cdef void *grown\n"
+     "    cdef int ret\n"
+     "    registered = native_reads.get(fh)\n"
+     "    if registered is None:\n"
+     "        return 0\n"
+     "    fd, file_size = registered\n"
+     "    if <unsigned long long> off < file_size:\n"
+     "        want = <size_t> min(<unsigned long long> size, file_size - <unsigned long long> off)\n"
+     "    if want > native_read_buffer_size:\n"
+     "        grown = stdlib.realloc(native_read_buffer, want)\n"
+     "        if grown == NULL:\n"
+     "            return 0\n"
+     "        native_read_buffer = <char*> grown\n"
+     "        native_read_buffer_size = want\n"
+     "    if want > 0:\n"
+     "        iov.iov_base = native_read_buffer\n"
+     "        iov.iov_len = want\n"
+     "        got = preadv2(fd, &iov, 1, off, RWF_NOWAIT)\n"
+     "        if got < 0 or <size_t> got != want:\n"
+     "            return 0\n"
+     "    ret = fuse_reply_buf(req, native_read_buffer, want)\n"
+     "    if ret != 0:\n"
+     "        log.error('fuse_read(): fuse_reply_buf failed with %s', strerror(-ret))\n"
+     "    native_read_count += 1\n"
+     "    return 1\n\n\n"
+     "cdef void fuse_read (fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,\n"
+     "                     fuse_file_info *fi):\n"
+     "    cdef _Container c\n"
+     "    if native_reads and _read_natively(req, fi.fh, size, off):\n"
+     "        return\n"
+     "    c = _Container()\n"),
+    ("src/pyfuse3/__init__.pyx",
+     "def handles_killpriv_v2():\n",
+     "def native_read_add(fh, int fd, size):\n"
+     "    \"Answer READ of handle fh in C from the file open as fd, size bytes long, when every\"\n"
+     "    \" byte asked for is in the page cache (else the read handler is called as before);\"\n"
+     "    \" until native_read_remove(fh), which must come before fd is closed (added by\"\n"
+     "    \" lakefuse's build).\"\n"
+     "    native_reads[fh] = (fd, size)\n\n\n"
+     "def native_read_remove(fh):\n"
+     "    \"Send READ of handle fh to the read handler again (added by lakefuse's build).\"\n"
+     "    native_reads.pop(fh, None)\n\n\n"
+     "def native_reads_answered():\n"
+     "    \"How many READs were answered by native_read_add's rule (added by lakefuse's build).\"\n"
+     "    return native_read_count\n\n\n"
      "def handles_killpriv_v2():\n"),
 ]
 

@@ -22,10 +22,12 @@ import os
 import time
 
 from lakefuse.errors import LakefuseError
+from lakefuse.fs import native_reads
 from lakefuse.fs.attributes import DEFAULT_FILE_MODE, NodeAttributes, content_changed, mode_metadata
 from lakefuse.fs.handles import FileHandle, HandleOps, OpenFile
 from lakefuse.fs.inodes import Inodes, refuse_control_dir_name
 from lakefuse.fs.mapped import MappedSpools
+from lakefuse.fs.native_reads import NativeReads
 from lakefuse.fs.nodes import Node, NodeKind
 from lakefuse.fs.passthrough import NO_GRANT, BackingFiles, Grant, Passthrough
 from lakefuse.fs.replies import Attributes, OpenResult, WouldBlock
@@ -73,6 +75,9 @@ class Files(HandleOps):
         self._mapped = MappedSpools(self._settle_mapped)
         self.passthrough: Passthrough | None = None
         self._passthrough_branches = False
+        #: the FUSE binding's registry of handles whose reads it answers itself, once
+        #: ``enable_native_reads`` gave one (``lakefuse.fs.native_reads``)
+        self.native_reads: NativeReads | None = None
         #: the kernel caches writes (``LakeFilesystem.enable_writeback_cache``): no handle gets
         #: direct I/O (see ``_new_file_handle``)
         self.writeback_cache = False
@@ -90,6 +95,11 @@ class Files(HandleOps):
         if self._local_file is not None:
             self.passthrough = Passthrough(backings)
             self._passthrough_branches = branches
+
+    def enable_native_reads(self, native: NativeReads) -> None:
+        """Let the FUSE binding answer the reads of handles that read an unmodified local
+        object itself (``lakefuse.fs.native_reads``); the adapter calls this once at start."""
+        self.native_reads = native
 
     def _grant_passthrough(self, of: OpenFile, readable_object: bool, writes_from_empty: bool = False) -> Grant:
         """Passthrough for a new handle of ``of`` (under ``of.lock``, its count taken);
@@ -227,9 +237,10 @@ class Files(HandleOps):
             self._uploader.local_storage(node.tree.repo)  # ask once, here (see read_nowait)
             self._opened_repos.add(node.tree.repo)
         read_only = not writable and not truncate
+        fh = self._handles.add(handle)
         if read_only and first_open:
             self._start_reading(handle)
-        return OpenResult(self._handles.add(handle), keep_cache=keep_cache, direct_io=handle.direct_io,
+        return OpenResult(fh, keep_cache=keep_cache, direct_io=handle.direct_io,
                           backing_id=grant.backing_id, noflush=read_only)
 
     def _start_reading(self, h: FileHandle) -> None:
@@ -268,6 +279,8 @@ class Files(HandleOps):
         try:
             if h.reader is None:
                 h.reader = self._state.backend.open_reader(repo, entry)
+                if self.native_reads is not None:
+                    native_reads.start(self.native_reads, h)
         finally:
             h.lock.release()
         return True
@@ -553,6 +566,7 @@ class Files(HandleOps):
 
     def release(self, h: FileHandle) -> None:
         if h.reader is not None:
+            native_reads.stop(h)  # before its descriptor closes
             with contextlib.suppress(Exception):
                 h.reader.close()
         of = h.open_file

@@ -26,7 +26,8 @@ part that does (one method call).  The parts share one ``MountState`` (``state``
 - ``inodes.Inodes``: lookup, forget, getattr; names to nodes, stat freshness, which tree a
   change goes to.  ``attributes.NodeAttributes``: nodes as stat(2) attributes.
 - ``files.Files``: open, create, read, write, flush, fsync, release (FUSE passthrough, direct
-  I/O); ``uploads.Uploader``: spools, tails, uploads.
+  I/O); ``uploads.Uploader``: spools, tails, uploads; ``native_reads``: which handles the
+  FUSE binding reads for itself.
 - ``readdir.Readdir``: opendir, readdir.  ``namespace.Namespace``: mkdir, rmdir, unlink,
   rename.  ``special.Special``: symlink, readlink, mknod of FIFOs, sockets and devices, link
   (refused).  ``refdirs.RefDirectories``: mkdir and rmdir of branch directories.
@@ -65,6 +66,7 @@ from lakefuse.fs.files import Files
 from lakefuse.fs.inodes import Inodes
 from lakefuse.fs.metadata import Metadata
 from lakefuse.fs.namespace import Namespace
+from lakefuse.fs.native_reads import NativeReads
 from lakefuse.fs.nodes import Node, NodeKind
 from lakefuse.fs.passthrough import BackingFiles, Passthrough
 from lakefuse.fs.readdir import Readdir
@@ -293,6 +295,16 @@ class LakeFilesystem:
     def enable_passthrough(self, backings: BackingFiles, *, branches: bool = False) -> None:
         """Let the kernel read objects that are local files itself (see ``Files.enable_passthrough``)."""
         self._files.enable_passthrough(backings, branches=branches)
+
+    def enable_native_reads(self, native: NativeReads) -> None:
+        """Let the FUSE binding answer reads of unmodified local objects itself (see
+        ``lakefuse.fs.native_reads``)."""
+        self._files.enable_native_reads(native)
+
+    @property
+    def native_reads(self) -> NativeReads | None:
+        """The binding's registry given to ``enable_native_reads``, if any."""
+        return self._files.native_reads
 
     def enable_writeback_cache(self) -> None:
         """The kernel keeps written pages and flushes them at close and fsync (the adapter

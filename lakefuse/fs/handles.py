@@ -21,6 +21,7 @@ import time
 from collections import deque
 
 from lakefuse.fs.attributes import entry_mtime_ns
+from lakefuse.fs.native_reads import NativeReads, stop_all
 from lakefuse.fs.nodes import Node
 from lakefuse.fs.passthrough import PassthroughState
 from lakefuse.fs.replies import WouldBlock
@@ -66,17 +67,18 @@ class HandleOps:
 
 
 class Handle:
-    __slots__ = ("ops", "node")
+    __slots__ = ("ops", "node", "fh")
 
     def __init__(self, ops: HandleOps, node: Node):
         self.ops = ops
         self.node = node
+        self.fh: int | None = None  # given by ``HandleTable.add``
 
 
 class OpenFile:
     """The shared state of every open handle of one file node."""
 
-    __slots__ = ("node", "lock", "handles", "spool", "dirty", "entry", "mtime_ns", "metadata",
+    __slots__ = ("node", "lock", "handles", "_spool", "native_reads", "dirty", "entry", "mtime_ns", "metadata",
                  "content_type", "mtime_explicit", "seq_end", "tail", "uncached_writes", "passthrough",
                  "direct_handles", "unsynced", "owned", "kernel_writers", "kernel_closed", "kernel_signature",
                  "released", "spool_mappers")
@@ -85,7 +87,9 @@ class OpenFile:
         self.node = node
         self.lock = threading.RLock()
         self.handles = 0
-        self.spool: Spool | None = None
+        #: handles whose reads the FUSE binding answers: fh -> its registry (see ``spool``)
+        self.native_reads: dict[int, NativeReads] = {}
+        self._spool: Spool | None = None
         self.dirty = False
         if entry is not None:
             self.take_entry(entry)
@@ -122,6 +126,19 @@ class OpenFile:
         self.metadata = dict(entry.metadata)
         self.content_type = entry.content_type
         self.mtime_ns = entry_mtime_ns(entry)
+
+    @property
+    def spool(self) -> Spool | None:
+        """The file's bytes being written (None: the object ``entry``).  Setting one first takes
+        back the handles whose reads the FUSE binding answers from the object
+        (``lakefuse.fs.native_reads``): from now on the file's bytes may differ."""
+        return self._spool
+
+    @spool.setter
+    def spool(self, spool: Spool | None) -> None:
+        self._spool = spool
+        if spool is not None and self.native_reads:
+            stop_all(self)
 
     def size(self) -> int:
         if self.spool is not None:
@@ -245,6 +262,7 @@ class HandleTable:
             fh = self._next_fh
             self._next_fh += 1
             self._handles[fh] = handle
+            handle.fh = fh
             return fh
 
     def pop(self, fh: int) -> Handle | None:

@@ -31,6 +31,7 @@ import trio
 from lakefuse.errors import LakefuseError
 from lakefuse.fs.filesystem import Attributes, LakeFilesystem, OpenResult, WouldBlock
 from lakefuse.fs.xattrs import UNSUPPORTED_NAMESPACES
+from lakefuse.fuse.native_reads import binding_reads
 from lakefuse.fuse.passthrough import KernelBackingFiles, granted_session_fd, has_cap_sys_admin
 from lakefuse.fuse.status import errno_name
 
@@ -295,6 +296,11 @@ class LakeOperations(pyfuse3.Operations):
         log.info("passthrough reads of local objects: %s", scope if self.fs.passthrough is not None else "off")
         if self.enable_writeback_cache:
             self.fs.enable_writeback_cache()
+        native = binding_reads()
+        if native is not None:
+            self.fs.enable_native_reads(native)
+        log.info("reads of unmodified local objects answered in the binding when cached: %s",
+                 "on" if native is not None else "off (stock pyfuse3)")
         handles_killpriv = getattr(pyfuse3, "handles_killpriv_v2", lambda: False)()
         refused_in_binding = bool(getattr(pyfuse3, "xattr_prefixes_refused", tuple)())
         log.info("writes: writeback cache %s; security.capability %s", "on" if self.enable_writeback_cache else "off",

@@ -3,7 +3,9 @@
 refuses (``refused_xattr_prefixes``) is answered ENOTSUP by the binding, without calling the
 handler; every other name still reaches the handler.  The session loop polls for the next
 request for the window the operations object asks (``spin_wait_ns``), and still runs handlers
-that wait for a worker thread meanwhile."""
+that wait for a worker thread meanwhile.  READ of a handle registered with a local file is
+answered by the binding from that file's cached bytes; uncached bytes, and handles taken back,
+reach the read handler."""
 
 from __future__ import annotations
 
@@ -32,9 +34,23 @@ needs_spinning_loop = pytest.mark.skipif(
     not hasattr(pyfuse3, "request_spin_ns"), reason="a stock pyfuse3 (scripts/install's fallback) never polls")
 
 
+needs_native_reads = pytest.mark.skipif(
+    not hasattr(pyfuse3, "native_read_add"), reason="a stock pyfuse3 (scripts/install's fallback) sends every READ "
+                                                    "to the handler")
+
+NATIVE_BYTES = b"bytes of the local file\n"
+
+
 @pytest.fixture
 def echo_mount(tmp_path):
     yield from _echo_mount(tmp_path, spin_ns=0)
+
+
+@pytest.fixture
+def native_echo_mount(tmp_path):
+    native = tmp_path / "native"
+    native.write_bytes(NATIVE_BYTES)
+    yield from _echo_mount(tmp_path, spin_ns=0, native_file=native)
 
 
 @pytest.fixture
@@ -42,12 +58,13 @@ def spinning_echo_mount(tmp_path, request):
     yield from _echo_mount(tmp_path, spin_ns=request.param)
 
 
-def _echo_mount(tmp_path, spin_ns: int):
+def _echo_mount(tmp_path, spin_ns: int, native_file: Path | None = None):
     require_fuse()
     mountpoint = tmp_path / "mnt"
     mountpoint.mkdir()
     server = subprocess.Popen([sys.executable, str(Path(__file__).with_name("echo_xattr_fs.py")), str(mountpoint)],
-                              stderr=subprocess.PIPE, text=True, env=dict(os.environ, ECHO_SPIN_NS=str(spin_ns)))
+                              stderr=subprocess.PIPE, text=True, env=dict(os.environ, ECHO_SPIN_NS=str(spin_ns),
+                                       ECHO_NATIVE_FILE=str(native_file or "")))
     try:
         deadline = time.monotonic() + MOUNT_TIMEOUT
         while not is_mounted(str(mountpoint)):
@@ -108,3 +125,47 @@ def test_a_polling_loop_still_runs_handlers_waiting_for_worker_threads(spinning_
     busy.join(MOUNT_TIMEOUT)
     assert answers == [b"slow"] * 40
     assert time.monotonic() - started < 10  # 40 x 5 ms of sleeping, not 40 windows of starving
+
+
+def native_answers(mountpoint: Path) -> int:
+    return int(os.getxattr(mountpoint / "f", "user.native"))
+
+
+def evict(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+@needs_native_reads
+def test_reads_of_a_registered_handle_are_answered_from_the_cached_file_by_the_binding(native_echo_mount, tmp_path):
+    (tmp_path / "native").read_bytes()  # in the page cache
+    fd = os.open(native_echo_mount / "f", os.O_RDONLY)
+    try:
+        assert os.pread(fd, 4096, 0) == NATIVE_BYTES
+        assert os.pread(fd, 5, 6) == NATIVE_BYTES[6:11]
+        assert os.pread(fd, 4096, len(NATIVE_BYTES)) == b""  # at the end: nothing
+        assert native_answers(native_echo_mount) == 3
+        evict(tmp_path / "native")
+        assert os.pread(fd, 4096, 0) == b"handler"  # not cached: the handler's answer
+        assert native_answers(native_echo_mount) == 3
+        (tmp_path / "native").read_bytes()
+        assert os.pread(fd, 4096, 0) == NATIVE_BYTES
+        os.setxattr(native_echo_mount / "f", "user.native-off", b"")
+        assert os.pread(fd, 4096, 0) == b"handler"  # taken back: the handler again
+        assert native_answers(native_echo_mount) == 4
+    finally:
+        os.close(fd)
+
+
+@needs_native_reads
+def test_without_registered_handles_every_read_reaches_the_handler(echo_mount):
+    fd = os.open(echo_mount / "f", os.O_RDONLY)
+    try:
+        assert os.pread(fd, 4096, 0) == b"handler"
+        assert native_answers(echo_mount) == 0
+    finally:
+        os.close(fd)

@@ -1,7 +1,9 @@
 """Reading many small files through a real kernel mount (issue 18, read side): closing a
 read-only descriptor costs no round trip to the daemon (FOPEN_NOFLUSH), while closing one that
 wrote still waits for the daemon (its close reports upload errors); and the probe-and-read
-pattern of Hadoop's checksum filesystem returns every file's bytes on a branch and a commit."""
+pattern of Hadoop's checksum filesystem returns every file's bytes on a branch and a commit;
+reads of branch files are answered by lakefuse's pyfuse3 itself, and a reader still sees what a
+writer changes after it opened."""
 
 from __future__ import annotations
 
@@ -12,8 +14,11 @@ import threading
 import pytest
 
 from lakefuse.fuse.operations import FILE_INFO_TAKES_NOFLUSH
-from lakemount import MountedLake
+from lakemount import MountedLake, mounted
 
+pyfuse3 = pytest.importorskip("pyfuse3")
+needs_native_reads = pytest.mark.skipif(
+    not hasattr(pyfuse3, "native_read_add"), reason="a stock pyfuse3 sends every READ to the handler")
 needs_noflush = pytest.mark.skipif(
     not FILE_INFO_TAKES_NOFLUSH, reason="a stock pyfuse3 cannot tell the kernel to skip FLUSH")
 
@@ -77,3 +82,45 @@ def test_probe_for_a_checksum_file_then_read_every_file(small_files, ref):
         with pytest.raises(FileNotFoundError):
             os.stat(root / f".{name}.crc")
         assert (root / name).read_bytes() == f"id\n{i}\n".encode()
+
+
+def uncache(fd: int) -> None:
+    """Drop the kernel's pages of the file open as ``fd``: its next read is a READ."""
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+
+
+@needs_native_reads
+def test_reads_of_branch_files_are_answered_by_the_binding_and_follow_writes(lake_home, tmp_path):
+    lake_home.catalog.create_branch("sales", "native-reads", "main")
+    contents = {f"n/{i:03d}.txt": os.urandom(100 + 37 * i) for i in range(40)}
+    with mounted(lake_home, tmp_path / "mnt", "lakefs://sales/native-reads") as mount:
+        for name, data in contents.items():
+            (mount / name).parent.mkdir(exist_ok=True)
+            (mount / name).write_bytes(data)
+        for name, data in contents.items():
+            assert (mount / name).read_bytes() == data
+        path = mount / "n/000.txt"
+        original = contents["n/000.txt"]
+        reader = os.open(path, os.O_RDONLY)
+        try:
+            uncache(reader)
+            assert os.pread(reader, 10, 0) == original[:10]  # the handler opens the object...
+            uncache(reader)
+            assert os.pread(reader, 10, 0) == original[:10]  # ...the binding reads it
+            with open(path, "r+b", buffering=0) as writer:  # writes after the reader opened...
+                writer.write(b"CHANGED")
+                uncache(reader)
+                assert os.pread(reader, 10, 0) == b"CHANGED" + original[7:10]  # ...are what it reads
+                writer.seek(0, os.SEEK_END)
+                writer.write(b"+tail")
+            uncache(reader)
+            assert os.pread(reader, 4096, 0) == b"CHANGED" + original[7:] + b"+tail"
+            os.truncate(path, 2)
+            uncache(reader)
+            assert os.pread(reader, 4096, 0) == b"CH"
+        finally:
+            os.close(reader)
+    log = mount.log_path.read_text()
+    assert "answered in the binding when cached: on" in log
+    answered = int(log.split("reads answered in the binding: ")[1].split()[0])
+    assert answered >= len(contents) - 5  # one READ per file, give or take a page still being read in
