@@ -39,8 +39,9 @@ log = logging.getLogger(__name__)
 
 #: the largest write ``write_nowait`` puts in a spool file on the event loop
 INLINE_WRITE_BYTES = 128 * 1024
-#: how much of a branch file the kernel is asked to read in at its open (``_start_reading``):
-#: what its first READ asks for
+#: how much of a file the kernel is asked to read in at its first open: of one the mount serves
+#: (``_start_reading``), what its first READ asks for; of one the kernel reads, what its
+#: reader's first read(2) does (``Passthrough.open``)
 READ_AHEAD_BYTES = 128 * 1024
 
 
@@ -123,7 +124,8 @@ class Files(HandleOps):
                 log.debug("no passthrough for %s: %s", of.node.path, exc)
                 local_file = None
         return self.passthrough.open(of.passthrough, local_file, alone=of.handles == 1,
-                                     size=of.entry.size if local_file is not None else None)
+                                     size=of.entry.size if local_file is not None else None,
+                                     read_ahead=min(of.entry.size, READ_AHEAD_BYTES) if local_file is not None else 0)
 
     def _grant_kernel_writes(self, of: OpenFile) -> Grant:
         """The kernel writes into the spool itself (``Passthrough.open_for_writes``) when this

@@ -61,11 +61,13 @@ class KernelBackingFiles:
     def __init__(self, session_fd: int):
         self._session_fd = session_fd
 
-    def open(self, path: str, size: int | None = None) -> int:
+    def open(self, path: str, size: int | None = None, read_ahead: int = 0) -> int:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         try:  # the kernel keeps its own reference to the file
             if size is not None and os.fstat(fd).st_size != size:
                 raise OSError(errno.ESTALE, f"{path} is not {size} bytes long")
+            if read_ahead > 0:  # queues the reads, does not wait for them; the same page cache
+                os.posix_fadvise(fd, 0, read_ahead, os.POSIX_FADV_WILLNEED)
             return self.register(fd)
         finally:
             os.close(fd)

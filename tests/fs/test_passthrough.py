@@ -26,8 +26,10 @@ class RecordingBackings:
         self.next_id = 1
         self.opened = 0
         self.writable: set[int] = set()
+        self.read_ahead: list[int] = []  # of each open
 
-    def open(self, path: str, size: int | None = None) -> int:
+    def open(self, path: str, size: int | None = None, read_ahead: int = 0) -> int:
+        self.read_ahead.append(read_ahead)
         if self.fail is None:
             with open(path, "rb") as f:  # the kernel needs a file it can open
                 if size is not None and os.fstat(f.fileno()).st_size != size:
@@ -164,6 +166,15 @@ def test_the_kernel_reads_commits_and_tags_and_the_mount_serves_branches(tmp_pat
     assert kernel_reads(fs, backings, drive.ino("sales/main~0/top.csv"))
     assert not kernel_reads(fs, backings, drive.ino("sales/main/top.csv"))
     assert not backings.open_ids
+    assert backings.read_ahead == [8, 8, 8]  # each registration asks for the object's first bytes
+
+
+def test_the_kernel_is_asked_to_read_in_the_first_128_kib_of_a_file_it_reads(tmp_path):
+    (tmp_path / "big").write_bytes(b"x" * (1 << 20))
+    backings = RecordingBackings()
+    Passthrough(backings).open(PassthroughState(), str(tmp_path / "big"), alone=True, size=1 << 20,
+                               read_ahead=128 * 1024)
+    assert backings.read_ahead == [128 * 1024]
 
 
 @pytest.mark.parametrize("option", ["branches", "read_only"])

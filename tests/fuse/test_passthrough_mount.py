@@ -49,6 +49,37 @@ def test_reads_of_commits_tags_and_branches_are_the_objects_bytes(lake, lake_hom
     assert "the kernel reads" in lake.log_path.read_text()
 
 
+def test_opening_a_file_the_kernel_reads_starts_reading_its_object_in(lake, lake_home):
+    """The open registers the object's file and has the kernel start reading its first bytes
+    in, so the reader's first read(2) does not start the disk read itself."""
+    from lakefuse.fs.readers import MappedFile
+
+    catalog = lake_home.catalog
+    catalog.create_branch("sales", "read-ahead", "main")
+    catalog.upload_bytes("sales", "read-ahead", "ahead/obj.bin", os.urandom(64 * 1024))
+    commit = catalog.commit("sales", "read-ahead", "an object to read in", "tests").id
+    path = lake / f"sales/{commit}/ahead/obj.bin"
+    namespace = lake_home.app.default_namespace("sales")[len("local://"):]
+    fd = os.open(os.path.join(namespace, os.getxattr(path, "lakefuse.physical_address").decode()), os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        object_pages = MappedFile(fd, 64 * 1024)
+        assert not object_pages.resident(0, 4096)
+        reader = os.open(path, os.O_RDONLY)  # opened, nothing read
+        try:
+            deadline = time.monotonic() + 5
+            while not object_pages.resident(0, 64 * 1024) and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert object_pages.resident(0, 64 * 1024)
+            assert os.read(reader, 100_000) == os.pread(fd, 100_000, 0)
+        finally:
+            os.close(reader)
+            object_pages.close()
+    finally:
+        os.close(fd)
+
+
 def test_by_default_a_branch_reader_sees_appends_made_after_it_opened(branch):
     """What ``tail -f`` needs: branch files are served by the mount unless --passthrough-branches."""
     path = branch / "data/a.csv"
