@@ -263,6 +263,31 @@ def test_a_reserve_hands_out_spools_made_ahead_and_deletes_the_waiting_ones_at_c
     after.close()
 
 
+def test_a_reserve_emptied_by_a_burst_of_creates_grows_to_its_most(tmp_path, monkeypatch):
+    monkeypatch.setattr(spool_module, "RESERVE_SPOOLS", 2)
+    monkeypatch.setattr(spool_module, "RESERVE_SPOOLS_MOST", 8)
+    reserve = SpoolReserve(str(tmp_path))
+    taken = [reserve.new()]  # none made yet (not a burst): made here, and the reserve starts filling
+    assert reserve.size() == 2 and _wait_until(lambda: reserve.waiting() == 2)
+
+    def burst() -> None:
+        """Take spools faster than the thread makes them, until one is made on the spot."""
+        for _ in range(10_000):
+            taken.append(reserve.new())
+            if taken[-1].made_mtime_ns is None:
+                return
+        raise AssertionError("the reserve was never empty")
+
+    for expected in (4, 8, 8):
+        burst()
+        assert reserve.size() == expected
+        assert _wait_until(lambda: reserve.waiting() == expected)
+    reserve.close()
+    for spool in taken:
+        spool.close()
+    assert list(tmp_path.rglob("spool-*")) == []
+
+
 def test_a_reserve_that_cannot_create_files_reports_it_at_new(tmp_path):
     reserve = SpoolReserve(str(tmp_path / "gone"), size=2)  # its directory was removed
     with pytest.raises(StorageError, match="cannot create a spool file"):
