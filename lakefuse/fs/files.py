@@ -27,7 +27,6 @@ from lakefuse.fs.attributes import DEFAULT_FILE_MODE, NodeAttributes, content_ch
 from lakefuse.fs.handles import FileHandle, HandleOps, OpenFile
 from lakefuse.fs.inodes import Inodes, refuse_control_dir_name
 from lakefuse.fs.mapped import MappedSpools
-from lakefuse.fs.native_reads import NativeReads
 from lakefuse.fs.nodes import Node, NodeKind
 from lakefuse.fs.passthrough import NO_GRANT, BackingFiles, Grant, Passthrough
 from lakefuse.fs.replies import Attributes, OpenResult, WouldBlock
@@ -78,7 +77,7 @@ class Files(HandleOps):
         self._passthrough_branches = False
         #: the FUSE binding's registry of handles whose reads it answers itself, once
         #: ``enable_native_reads`` gave one (``lakefuse.fs.native_reads``)
-        self.native_reads: NativeReads | None = None
+        self.native_reads: native_reads.NativeReads | None = None
         #: the kernel caches writes (``LakeFilesystem.enable_writeback_cache``): no handle gets
         #: direct I/O (see ``_new_file_handle``)
         self.writeback_cache = False
@@ -97,7 +96,7 @@ class Files(HandleOps):
             self.passthrough = Passthrough(backings)
             self._passthrough_branches = branches
 
-    def enable_native_reads(self, native: NativeReads) -> None:
+    def enable_native_reads(self, native: native_reads.NativeReads) -> None:
         """Let the FUSE binding answer the reads of handles that read an unmodified local
         object itself (``lakefuse.fs.native_reads``); the adapter calls this once at start."""
         self.native_reads = native
@@ -415,8 +414,8 @@ class Files(HandleOps):
         return reader.read(offset, min(size, entry.size - offset))
 
     def read_nowait(self, h: FileHandle, offset: int, size: int, buffer: bytearray):
-        if h.open_file.spool is not None:
-            raise WouldBlock
+        if h.open_file.spool is not None or h.fh in h.open_file.native_reads:
+            raise WouldBlock  # being written; or the binding just tried these bytes: not cached
         entry = h.entry
         if entry is None or offset >= entry.size:
             return b""
