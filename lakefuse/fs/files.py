@@ -29,7 +29,9 @@ from lakefuse.fs.inodes import Inodes, refuse_control_dir_name
 from lakefuse.fs.mapped import MappedSpools
 from lakefuse.fs.nodes import Node, NodeKind
 from lakefuse.fs.passthrough import NO_GRANT, BackingFiles, Grant, Passthrough
+from lakefuse.fs.readers import read_ahead_bytes
 from lakefuse.fs.replies import Attributes, OpenResult, WouldBlock
+from lakefuse.fs.siblings import SiblingReadAhead
 from lakefuse.fs.state import MountState
 from lakefuse.fs.tree import PathStat, check_name, decode_name, join
 from lakefuse.fs.uploads import Uploader
@@ -38,10 +40,6 @@ log = logging.getLogger(__name__)
 
 #: the largest write ``write_nowait`` puts in a spool file on the event loop
 INLINE_WRITE_BYTES = 128 * 1024
-#: how much of a file the kernel is asked to read in at its first open: of one the mount serves
-#: (``_start_reading``), what its first READ asks for; of one the kernel reads, what its
-#: reader's first read(2) does (``Passthrough.open``)
-READ_AHEAD_BYTES = 128 * 1024
 
 
 def writes_from_empty_only(flags: int, truncated: bool) -> bool:
@@ -71,6 +69,8 @@ class Files(HandleOps):
         self._attrs = attributes.get
         self._uploader = uploader
         self._local_file = getattr(state.backend, "local_file", None)  # optional: see enable_passthrough
+        #: reads the next files of a directory in when a program walks it cold
+        self.siblings = SiblingReadAhead(self._local_file) if self._local_file is not None else None
         self._opened_repos: set[str] = set()  # opened once on a worker thread: see open(blocking=False)
         self._mapped = MappedSpools(self._settle_mapped)
         self.passthrough: Passthrough | None = None
@@ -124,7 +124,7 @@ class Files(HandleOps):
                 local_file = None
         return self.passthrough.open(of.passthrough, local_file, alone=of.handles == 1,
                                      size=of.entry.size if local_file is not None else None,
-                                     read_ahead=min(of.entry.size, READ_AHEAD_BYTES) if local_file is not None else 0)
+                                     read_ahead=read_ahead_bytes(of.entry.size) if local_file is not None else 0)
 
     def _grant_kernel_writes(self, of: OpenFile) -> Grant:
         """The kernel writes into the spool itself (``Passthrough.open_for_writes``) when this
@@ -197,6 +197,8 @@ class Files(HandleOps):
 
     def close_all(self) -> None:
         """Unmount: drop every open file, whatever its handles (upload first)."""
+        if self.siblings is not None:
+            self.siblings.close()
         self._mapped.close()
         for node in self._table.nodes():
             of = node.open_file
@@ -264,7 +266,10 @@ class Files(HandleOps):
             return
         will_need = getattr(h.reader, "will_need", None)
         if will_need is not None:
-            will_need(0, min(entry.size, READ_AHEAD_BYTES))
+            will_need(0, read_ahead_bytes(entry.size))
+            if self.siblings is not None:
+                node = h.open_file.node
+                self.siblings.opened(node.tree, node.path)  # a walk read ahead goes on
 
     def _open_local_reader(self, h: FileHandle, entry) -> bool:
         """Give ``h`` a reader of its object if that is a file of storage known to be on this
@@ -414,8 +419,11 @@ class Files(HandleOps):
         return reader.read(offset, min(size, entry.size - offset))
 
     def read_nowait(self, h: FileHandle, offset: int, size: int, buffer: bytearray):
-        if h.open_file.spool is not None or h.fh in h.open_file.native_reads:
-            raise WouldBlock  # being written; or the binding just tried these bytes: not cached
+        if h.open_file.spool is not None:
+            raise WouldBlock  # being written
+        if h.fh in h.open_file.native_reads:
+            self._missed(h, offset)
+            raise WouldBlock  # the binding just tried these bytes: not cached
         entry = h.entry
         if entry is None or offset >= entry.size:
             return b""
@@ -428,8 +436,16 @@ class Files(HandleOps):
             raise WouldBlock
         data = read_nowait(offset, want, buffer)
         if data is None:
+            self._missed(h, offset)
             raise WouldBlock
         return data
+
+    def _missed(self, h: FileHandle, offset: int) -> None:
+        """A READ of ``h`` found its bytes uncached: at the file's start, a program may be
+        walking its directory cold (``lakefuse.fs.siblings``)."""
+        if offset == 0 and self.siblings is not None and not h.writable and h.entry is not None:
+            node = h.open_file.node
+            self.siblings.missed(node.tree, node.path, h.entry.size)
 
     def write(self, h: FileHandle, offset: int, data: bytes) -> int:
         if not h.writable:

@@ -306,6 +306,12 @@ class LakeFilesystem:
         """The binding's registry given to ``enable_native_reads``, if any."""
         return self._files.native_reads
 
+    @property
+    def files_read_ahead(self) -> int:
+        """Files read in ahead of programs walking directories cold (``lakefuse.fs.siblings``)."""
+        siblings = self._files.siblings
+        return siblings.files_read_ahead if siblings is not None else 0
+
     def enable_writeback_cache(self) -> None:
         """The kernel keeps written pages and flushes them at close and fsync (the adapter
         calls this when it asked for the writeback cache)."""

@@ -48,6 +48,22 @@ def _load_mincore():
 _mincore = _load_mincore()
 _PAGE = mmap.PAGESIZE
 
+#: how much of a local object's file the kernel is asked to read in when it is first opened
+#: (``read_ahead_bytes``): of one the mount serves (``lakefuse.fs.files``), what its first READs
+#: ask for; of one the kernel reads, what its reader's first read(2) does (``Passthrough.open``);
+#: of the next files of a cold walk, both (``lakefuse.fs.siblings``).  A file of up to
+#: WHOLE_FILE_BYTES is read in whole: small files are read whole, and the kernel's first READs of
+#: one over 128 KiB ask for more than that (asking for 128 KiB, a cold ``grep -r`` found the
+#: first READ of each such file uncached, and sent it to a worker thread).  Of a bigger file,
+#: which may be read anywhere (a Parquet footer), the first READ_AHEAD_BYTES.
+READ_AHEAD_BYTES = 128 * 1024
+WHOLE_FILE_BYTES = 1024 * 1024
+
+
+def read_ahead_bytes(size: int) -> int:
+    """How many of a file's first bytes its first open has the kernel read in."""
+    return size if size <= WHOLE_FILE_BYTES else READ_AHEAD_BYTES
+
 
 class MappedFile:
     """A read-only view of a whole immutable file through ``mmap``, and which of its pages the

@@ -386,6 +386,26 @@ class Tree:
             known = self._cache.peek(path)
         return known is None or known[0] is stat or known[1] <= now
 
+    def known_names(self, path: str) -> list[str] | None:
+        """Every name in directory ``path``, sorted, if the tree knows them all (from memory,
+        still fresh), else None; never asks the backend (``lakefuse.fs.siblings``)."""
+        with self._lock:
+            children = self._complete.get(path)
+            if children is None or children.expires <= time.monotonic():
+                return None
+            names = list(children.names)
+        names.sort()
+        return names
+
+    def cached_entry(self, path: str) -> Entry | None:
+        """The entry of the file at ``path`` if memory holds it fresh, else None (a directory,
+        absent or unknown); leaves the cache's order and counts as they are."""
+        with self._lock:
+            known = self._cache.peek(path)
+        if known is None or known[1] <= time.monotonic() or known[0] is None or known[0].is_dir:
+            return None
+        return known[0].entry
+
     def known_empty(self, path: str) -> bool:
         """Whether directory ``path`` is known, from memory and still fresh, to hold nothing."""
         with self._lock:

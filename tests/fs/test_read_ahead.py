@@ -87,6 +87,14 @@ def test_only_the_first_bytes_of_a_big_file_are_read_in(tmp_path, make_driver):
     fs.release(result.fh)
 
 
+def test_a_file_of_up_to_a_mib_is_read_in_whole(tmp_path, make_driver):
+    """The kernel's first READs of a file over 128 KiB ask for more than its first 128 KiB."""
+    fs, backend, drive = filesystem(tmp_path, make_driver, big=os.urandom(200 * 1024))
+    result = open_read_only(fs, drive, "sales/main/big.bin")
+    assert backend.readers[-1].advised == [(0, 200 * 1024)]
+    fs.release(result.fh)
+
+
 def test_no_read_ahead_when_the_kernel_reads_or_the_handle_writes(tmp_path, make_driver):
     fs, backend, drive = filesystem(tmp_path, make_driver)
     fs.enable_passthrough(RecordingBackings())

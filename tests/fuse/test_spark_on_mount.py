@@ -80,8 +80,13 @@ def remove_left_directories(path, timeout: float = 30.0) -> None:
         except OSError as exc:  # a directory made, or removed, by that task meanwhile
             if not os.path.lexists(path):
                 return
-            if exc.errno not in (errno.ENOTEMPTY, errno.ENOENT) or time.monotonic() > deadline:
+            if exc.errno not in (errno.ENOTEMPTY, errno.ENOENT):
                 raise
+            if time.monotonic() > deadline:
+                left = sorted(os.path.join(d, n) for d, ds, fs in os.walk(path) for n in ds + fs)
+                branch = path.parents[2]
+                raise AssertionError(f"{exc} for {timeout:.0f} s; listed under it: {left}; "
+                                     f"status: {status_lines(branch, '')}") from exc
             time.sleep(0.2)
 
 
