@@ -1,6 +1,6 @@
 """Helpers of the POSIX tests on a real mount: a source tree with everything tar and rsync
 carry (links, owners, set-ID bits, modes, times, special files), what ``lstat`` says of every
-path of a tree, and system calls made as another user."""
+path of a tree, system calls made as another user, and dropping a file's cached pages."""
 
 from __future__ import annotations
 
@@ -104,3 +104,14 @@ def run(*argv, check: bool = True, **options) -> subprocess.CompletedProcess:
     if check:
         assert done.returncode == 0, f"{argv}: {done.stdout}{done.stderr}"
     return done
+
+
+def drop_cached_pages(path) -> None:
+    """Write out and drop the page cache's pages of ``path``: its next read goes to the disk
+    (or, through a mount, is a READ)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)

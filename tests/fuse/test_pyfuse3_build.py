@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from lakemount import is_mounted, require_fuse
+from posix_helpers import drop_cached_pages
 
 pyfuse3 = pytest.importorskip("pyfuse3")
 
@@ -131,15 +131,6 @@ def native_answers(mountpoint: Path) -> int:
     return int(os.getxattr(mountpoint / "f", "user.native"))
 
 
-def evict(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
-
-
 @needs_native_reads
 def test_reads_of_a_registered_handle_are_answered_from_the_cached_file_by_the_binding(native_echo_mount, tmp_path):
     (tmp_path / "native").read_bytes()  # in the page cache
@@ -149,7 +140,7 @@ def test_reads_of_a_registered_handle_are_answered_from_the_cached_file_by_the_b
         assert os.pread(fd, 5, 6) == NATIVE_BYTES[6:11]
         assert os.pread(fd, 4096, len(NATIVE_BYTES)) == b""  # at the end: nothing
         assert native_answers(native_echo_mount) == 3
-        evict(tmp_path / "native")
+        drop_cached_pages(tmp_path / "native")
         assert os.pread(fd, 4096, 0) == b"handler"  # not cached: the handler's answer
         assert native_answers(native_echo_mount) == 3
         (tmp_path / "native").read_bytes()

@@ -11,6 +11,7 @@ import time
 
 import pytest
 from lakemount import MountedLake
+from posix_helpers import drop_cached_pages
 
 from lakefuse.fs.readers import MappedFile
 
@@ -26,12 +27,7 @@ def object_files(lake_home, directory) -> list[str]:
 
 def uncache(paths: list[str]) -> None:
     for path in paths:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
+        drop_cached_pages(path)
 
 
 def resident(path: str) -> bool:
