@@ -178,6 +178,10 @@ class Metadata:
             tree.forget_dir_change("")
             node.attrs_cache = None
             return
+        if not node.attached:
+            # removed meanwhile (a chmod racing rm -r; the kernel still holds the inode): a
+            # marker staged now would bring the directory back
+            return
         marker = node.stat.entry if node.stat is not None else None
         if marker is None:
             if not blocking:

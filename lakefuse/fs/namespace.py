@@ -137,10 +137,13 @@ class Namespace:
             raise WouldBlock
         if not _keeps_its_marker(tree, parent.path):
             raise WouldBlock  # the parent may need a marker: the backend is asked
-        stored = stat.entry is not None
-        if stored:
-            self._stager.put(tree, dir_prefix(path), None)
-        tree.remember(path, None, pending=stored)
+        if stat.entry is None:
+            # an empty directory has a marker (``_keep_parent`` makes one when its last key
+            # goes), which memory does not know here (a listing row from while keys were under
+            # it): removed from memory alone, the marker would stay, and the directory with it
+            raise WouldBlock
+        self._stager.put(tree, dir_prefix(path), None)
+        tree.remember(path, None, pending=True)
         tree.forget_dir_change(path)
         self._inodes.detach_path(tree, path)
         self._inodes.dir_changed(tree, parent.path)

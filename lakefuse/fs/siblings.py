@@ -22,9 +22,9 @@ READ of a small file (with the caches dropped, 3 of 690 files under 16 KiB misse
 a fluke reads the whole directory ahead for nothing, at about 75 µs of the mount's CPU per file
 (that ``find | xargs cat`` took 0.3–0.7 s more CPU for 4,000 files).  An open costs one
 dictionary lookup here.  Only directories the tree knows whole are read ahead (names and
-entries from memory, never a backend call), and only objects that are files on this machine
-(``local_file``); files the kernel reads itself (passthrough) send no READ, so they never start
-a stream.  The thread stops after ``IDLE_SECONDS`` without work; ``close`` stops it.
+entries from memory, never a backend call), of at most ``MOST_NAMES`` names, and only objects
+that are files on this machine (``local_file``); files the kernel reads itself (passthrough)
+send no READ, so they never start a stream.  The thread stops after ``IDLE_SECONDS`` without work; ``close`` stops it.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from collections import OrderedDict, deque
 from typing import Callable, Protocol
 
 from lakefuse.fs.readers import read_ahead_bytes
+from lakefuse.fs.tree import MEMORY_LISTING_NAMES
 from lakefuse.graveler.model import Entry
 
 log = logging.getLogger(__name__)
@@ -47,6 +48,10 @@ AHEAD_FILES = 32
 SMALLEST_MISS_BYTES = 64 * 1024
 #: directories with a stream at most (the least recently used one is dropped)
 MOST_STREAMS = 64
+#: a bigger directory is not read ahead: sorting its names (once per stream, one call that
+#: holds the GIL) would stall the event loop, about 150 ms for 100,000 names on a small VM;
+#: the same bound as a directory listed from memory (``lakefuse.fs.tree``)
+MOST_NAMES = MEMORY_LISTING_NAMES
 #: the thread stops after this long without work (the next miss starts another)
 IDLE_SECONDS = 30.0
 #: a name after every name: the refill point of a stream that read in its directory's end
@@ -58,7 +63,7 @@ class SiblingTree(Protocol):
 
     repo: str
 
-    def known_names(self, path: str) -> list[str] | None: ...
+    def known_names(self, path: str, most: int) -> list[str] | None: ...
 
     def cached_entry(self, path: str) -> Entry | None: ...
 
@@ -192,7 +197,7 @@ class SiblingReadAhead:
     def _read_ahead(self, stream: _Stream) -> None:
         tree = stream.tree
         if stream.names is None:
-            stream.names = tree.known_names(stream.directory)
+            stream.names = tree.known_names(stream.directory, MOST_NAMES)
             if stream.names is None:
                 return  # not known whole: no order to read ahead in
         names = stream.names

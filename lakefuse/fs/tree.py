@@ -386,12 +386,13 @@ class Tree:
             known = self._cache.peek(path)
         return known is None or known[0] is stat or known[1] <= now
 
-    def known_names(self, path: str) -> list[str] | None:
+    def known_names(self, path: str, most: int) -> list[str] | None:
         """Every name in directory ``path``, sorted, if the tree knows them all (from memory,
-        still fresh), else None; never asks the backend (``lakefuse.fs.siblings``)."""
+        still fresh) and they are at most ``most``, else None; never asks the backend
+        (``lakefuse.fs.siblings``)."""
         with self._lock:
             children = self._complete.get(path)
-            if children is None or children.expires <= time.monotonic():
+            if children is None or children.expires <= time.monotonic() or len(children.names) > most:
                 return None
             names = list(children.names)
         names.sort()

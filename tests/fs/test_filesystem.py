@@ -1160,6 +1160,27 @@ def test_rmdir_from_memory_leaves_what_memory_cannot_decide_to_a_worker(backend,
     assert "fresh" not in d.listdir("sales/main")
 
 
+def test_rmdir_of_a_directory_memory_knows_without_its_marker_deletes_the_marker(backend, tmp_path, make_driver):
+    """A directory listed while a key was under it (no marker in the row), emptied and given a
+    marker by another writer: its rmdir stages the marker's deletion, never memory alone."""
+    backend.put_object("sales", "main", "top/", b"")
+    backend.put_object("sales", "main", "top/sub/part", b"a task's file")
+    fs = LakeFilesystem(backend, spool_dir=str(tmp_path / "s"))
+    d = make_driver(fs)
+    d.write("sales/main/warm.txt", b"the first upload learns that storage is local")
+    assert d.listdir("sales/main/top") == ["sub"]  # a row without a marker
+    backend.put_object("sales", "main", "top/sub/", b"")  # another writer: the marker, then
+    backend.delete_object("sales", "main", "top/sub/part")  # its last key gone
+    assert d.listdir("sales/main/top/sub") == []
+    top = d.ino("sales/main/top")
+    with pytest.raises(WouldBlock):  # memory does not know the marker
+        fs.rmdir(top, "sub", blocking=False)
+    fs.rmdir(top, "sub")
+    ref = backend.resolve_ref("sales", "main")
+    assert backend.get_entry("sales", ref, "top/sub/") is None
+    assert d.listdir("sales/main/top") == []
+
+
 def test_a_rename_memory_cannot_decide_waits_for_a_worker_and_changes_nothing(fs, drive, backend):
     top = drive.ino("sales/main")
     with pytest.raises(WouldBlock):  # neither name is known yet: the backend is asked
@@ -1291,3 +1312,20 @@ def test_deletions_wait_for_the_next_batch_and_answer_from_memory_meanwhile(back
     assert [item.key for item in backend.list_entries("sales", ref, "implied/", delimiter="")] == ["implied/"]
     assert backend.get_entry("sales", ref, "implied/tmp") is None
     assert d.listdir("sales/main/implied") == []
+
+
+def test_a_change_to_a_directory_removed_meanwhile_does_not_bring_it_back(backend, tmp_path, make_driver):
+    """``chmod`` racing ``rm -r`` (a cancelled Spark task's ``mkdirs`` sets each directory's
+    mode): the kernel still holds the removed directory's inode; its change stages nothing."""
+    fs = LakeFilesystem(backend, spool_dir=str(tmp_path / "s"))
+    d = make_driver(fs)
+    d.write("sales/main/warm.txt", b"the first upload learns that storage is local")
+    root = d.ino("sales/main")
+    gone = fs.mkdir(root, "gone", 0o755).ino
+    fs.state.stager.flush_all()
+    fs.rmdir(root, "gone")
+    fs.setattr(gone, mode=0o700)
+    fs.state.stager.flush_all()
+    ref = backend.resolve_ref("sales", "main")
+    assert backend.get_entry("sales", ref, "gone/") is None
+    assert "gone" not in d.listdir("sales/main")

@@ -34,8 +34,8 @@ class KnownTree:
             self.entries[f"d/{name}"] = entry(name, 100)
         self.known = known
 
-    def known_names(self, path: str):
-        if not self.known or path != "d":
+    def known_names(self, path: str, most: int):
+        if not self.known or path != "d" or len(self.entries) + 1 > most:
             return None
         return sorted([p.rpartition("/")[2] for p in self.entries] + ["sub"])
 
@@ -137,6 +137,22 @@ def test_a_miss_elsewhere_restarts_the_stream_there(tree, recorder, ahead):
 
 def test_a_directory_not_known_whole_is_not_read_ahead(tmp_path):
     tree = KnownTree(tmp_path, known=False)
+    recorder = Recorder(tree)
+    reads = SiblingReadAhead(recorder, ahead_files=4)
+    try:
+        reads.missed(tree, "d/f00", BIG)
+        assert reads.idle()
+        assert recorder.asked == []
+    finally:
+        reads.close()
+
+
+def test_a_directory_of_more_than_most_names_is_not_read_ahead(tmp_path, monkeypatch):
+    """Sorting its names would hold the GIL, and stall the event loop, for too long."""
+    from lakefuse.fs import siblings
+
+    monkeypatch.setattr(siblings, "MOST_NAMES", 20)  # d holds 21 names: f00..f19 and sub
+    tree = KnownTree(tmp_path)
     recorder = Recorder(tree)
     reads = SiblingReadAhead(recorder, ahead_files=4)
     try:

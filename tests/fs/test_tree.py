@@ -263,3 +263,18 @@ def test_a_branch_without_a_change_feed_never_asks_for_a_learning():
     for i in range(3 * LEARN_BIG_AFTER):
         tree.stat(f"big/f{i * 131 % SMALL_DIRECTORY:05d}.crc")
     assert asked == []  # what it learnt would be stale within a second
+
+
+def test_known_names_and_cached_entries_come_from_memory_only():
+    """What reading ahead across files (``lakefuse.fs.siblings``) may ask of a tree: never the
+    backend, and nothing of a directory not known whole or bigger than asked."""
+    backend, tree = make_tree(ttl=None)
+    assert tree.known_names("d", 100) is None  # not listed yet
+    assert tree.cached_entry("d/f03") is None
+    tree.list_dir("d", "", 100)
+    calls = dict(backend.calls)
+    assert tree.known_names("d", 100) == [f"f{i:02d}" for i in range(30)]
+    assert tree.known_names("d", 29) is None  # more names than asked for
+    assert tree.cached_entry("d/f03").size == 3
+    assert tree.cached_entry("d/missing") is None
+    assert dict(backend.calls) == calls
