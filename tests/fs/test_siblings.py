@@ -135,16 +135,20 @@ def test_a_miss_elsewhere_restarts_the_stream_there(tree, recorder, ahead):
     assert recorder.asked == ["f01", "f02", "f03", "f04", "f11", "f12", "f13", "f14"]
 
 
-def test_a_directory_not_known_whole_is_not_read_ahead(tmp_path):
-    tree = KnownTree(tmp_path, known=False)
+def asked_after_a_miss(tree: KnownTree) -> list[str]:
+    """The objects read ahead after a miss of ``d/f00``, with a reader of its own."""
     recorder = Recorder(tree)
     reads = SiblingReadAhead(recorder, ahead_files=4)
     try:
         reads.missed(tree, "d/f00", BIG)
         assert reads.idle()
-        assert recorder.asked == []
+        return recorder.asked
     finally:
         reads.close()
+
+
+def test_a_directory_not_known_whole_is_not_read_ahead(tmp_path):
+    assert asked_after_a_miss(KnownTree(tmp_path, known=False)) == []
 
 
 def test_a_directory_of_more_than_most_names_is_not_read_ahead(tmp_path, monkeypatch):
@@ -152,15 +156,9 @@ def test_a_directory_of_more_than_most_names_is_not_read_ahead(tmp_path, monkeyp
     from lakefuse.fs import siblings
 
     monkeypatch.setattr(siblings, "MOST_NAMES", 20)  # d holds 21 names: f00..f19 and sub
-    tree = KnownTree(tmp_path)
-    recorder = Recorder(tree)
-    reads = SiblingReadAhead(recorder, ahead_files=4)
-    try:
-        reads.missed(tree, "d/f00", BIG)
-        assert reads.idle()
-        assert recorder.asked == []
-    finally:
-        reads.close()
+    assert asked_after_a_miss(KnownTree(tmp_path)) == []
+    monkeypatch.setattr(siblings, "MOST_NAMES", 21)
+    assert asked_after_a_miss(KnownTree(tmp_path)) == ["f01", "f02", "f03", "f04"]
 
 
 def test_objects_that_are_not_local_files_or_are_missing_are_skipped(tree, ahead):
