@@ -3,7 +3,8 @@
 cost of creating a file in a directory of 10,000 against an empty one, on a local directory,
 bindfs, the pyfuse3 mirror (pyfuse3_mirror.py: the least any pyfuse3 filesystem does per
 request), rclone mount (--vfs-cache-mode writes, when installed) and a lakefuse branch, side by
-side in one run on the same disk.  The mirror splits lakefuse's gap to bindfs in two: pyfuse3 /
+side in one run on the same disk (a journaled ext4 made for the run, where the temp dir is ext4
+without a journal: see ``mount_common.unjournaled_ext4``).  The mirror splits lakefuse's gap to bindfs in two: pyfuse3 /
 bindfs is what the binding costs, lakefuse / pyfuse3 what lakefuse does beyond it.
 
     python scripts/bench/small_files.py [--runs 3] [--files 2000] [--big-dir 10000] [--workdir DIR] [--quick]
@@ -44,6 +45,7 @@ from pathlib import Path
 from mount_common import (
     READY_TIMEOUT,
     LakeHome,
+    benchmark_disk,
     bindfs_mount,
     have,
     is_mounted,
@@ -227,7 +229,9 @@ def main() -> None:
     parser.add_argument("--big-dir", type=int, default=None, help="files already in the big directory (default 10000)")
     parser.add_argument("--new-files", type=int, default=None,
                         help="files created in the big and in an empty directory (default 200)")
-    parser.add_argument("--workdir", default=None, help="parent of the throw-away directory (default: the temp dir)")
+    parser.add_argument("--workdir", default=None,
+                        help="parent of the throw-away directory (default: the temp dir); on ext4 without a journal, "
+                             "run as root, a journaled ext4 made there for the run instead")
     parser.add_argument("--quick", action="store_true", help="small sizes, one run: a check that it works")
     args = parser.parse_args()
     quick = args.quick
@@ -238,13 +242,15 @@ def main() -> None:
     new = args.new_files or (50 if quick else 200)
     git_files, git_commits = (60, 3) if quick else (300, 6)
 
-    workdir = Path(tempfile.mkdtemp(prefix="lakefuse-bench-", dir=args.workdir))
-    try:
-        bench(workdir, runs, n_files, tree_files, big, new, git_files, git_commits)
-    finally:
-        for mnt in workdir.glob("mnt-*"):
-            unmount(mnt)
-        shutil.rmtree(workdir, ignore_errors=True)
+    with benchmark_disk(args.workdir) as (disk, about_disk):
+        print(f"disk: {about_disk}", flush=True)
+        workdir = Path(tempfile.mkdtemp(prefix="lakefuse-bench-", dir=disk))
+        try:
+            bench(workdir, runs, n_files, tree_files, big, new, git_files, git_commits)
+        finally:
+            for mnt in workdir.glob("mnt-*"):
+                unmount(mnt)
+            shutil.rmtree(workdir, ignore_errors=True)
 
 
 def bench(workdir: Path, runs: int, n_files: int, tree_files: int, big: int, new: int,
