@@ -232,7 +232,9 @@ def benchmark_disk(parent: Path | str | None, size_gib: int = 8):
         note = f"{parent} ({'ext4 without a journal: creates after deletions are slow' if device else 'as is'})"
         yield parent, note
         return
-    image = Path(tempfile.mkstemp(prefix="lakefuse-bench-", suffix=".ext4", dir=parent)[1])
+    fd, name = tempfile.mkstemp(prefix="lakefuse-bench-", suffix=".ext4", dir=parent)
+    os.close(fd)
+    image = Path(name)
     mountpoint = Path(tempfile.mkdtemp(prefix="lakefuse-bench-fs-", dir=parent))
     try:
         os.truncate(image, size_gib << 30)
