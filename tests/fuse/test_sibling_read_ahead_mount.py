@@ -30,21 +30,22 @@ def uncache(paths: list[str]) -> None:
         drop_cached_pages(path)
 
 
-def resident(path: str, page: int | None = None) -> bool:
-    """Whether the whole object at ``path`` is in the page cache (or its ``page``-th 4 KiB)."""
+def resident_pages(path: str) -> list[bool]:
+    """Which 4 KiB pages of the object at ``path`` are in the page cache (one mapping)."""
     fd = os.open(path, os.O_RDONLY)
     try:
         pages = MappedFile(fd, SIZE)
         try:
-            return pages.resident(0, SIZE) if page is None else pages.resident(page * 4096, 4096)
+            return [pages.resident(offset, 4096) for offset in range(0, SIZE, 4096)]
         finally:
             pages.close()
     finally:
         os.close(fd)
 
 
-def partly_resident(path: str) -> bool:
-    return any(resident(path, page) for page in range(SIZE // 4096))
+def resident(path: str) -> bool:
+    """Whether the whole object at ``path`` is in the page cache."""
+    return all(resident_pages(path))
 
 
 def wait_resident(paths: list[str], timeout: float = 5.0) -> bool:
@@ -61,7 +62,7 @@ def wait_uncached(paths: list[str], timeout: float = 5.0) -> bool:
     deadline = time.monotonic() + timeout
     while True:
         uncache(paths)
-        if not any(partly_resident(p) for p in paths):
+        if not any(any(resident_pages(p)) for p in paths):
             return True
         if time.monotonic() > deadline:
             return False
