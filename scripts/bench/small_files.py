@@ -4,8 +4,9 @@ cost of creating a file in a directory of 10,000 against an empty one, on a loca
 bindfs, the pyfuse3 mirror (pyfuse3_mirror.py: the least any pyfuse3 filesystem does per
 request), rclone mount (--vfs-cache-mode writes, when installed) and a lakefuse branch, side by
 side in one run on the same disk (a journaled ext4 made for the run, where the temp dir is ext4
-without a journal: see ``mount_common.unjournaled_ext4``).  The mirror splits lakefuse's gap to bindfs in two: pyfuse3 /
-bindfs is what the binding costs, lakefuse / pyfuse3 what lakefuse does beyond it.
+without a journal: see ``mount_common.unjournaled_ext4``).  The mirror splits lakefuse's gap to
+bindfs in two: pyfuse3 / bindfs is what the binding costs, lakefuse / pyfuse3 what lakefuse does
+beyond it.
 
     python scripts/bench/small_files.py [--runs 3] [--files 2000] [--big-dir 10000] [--workdir DIR] [--quick]
 
