@@ -203,16 +203,36 @@ class NodeAttributes:
                           nlink=1 if attached else 0, atime_ns=atime, ctime_ns=ctime,
                           rdev=rdev(metadata) if fmt in DEVICE_FORMATS else 0)
 
+    def mode_and_group(self, directory: Node) -> tuple[int, int]:
+        """The mode and group ``directory`` shows: what a new entry in it inherits (its group,
+        when the directory is set-group-ID).  ``get`` without the times, which every entry
+        made in the directory changes (a create would compute them again for nothing)."""
+        cached = directory.attrs_cache
+        if directory.kind is not NodeKind.DIR or (cached is not None and cached[0] is directory.stat):
+            attrs = self.get(directory)
+            return attrs.mode, attrs.gid
+        metadata = self._directory_metadata(directory)
+        return _DIR | permissions(metadata, DEFAULT_DIR_MODE), self._owners.shown(*owner(metadata))[1]
+
+    @staticmethod
+    def _directory_metadata(node: Node) -> Mapping[str, str] | None:
+        """The user metadata a directory's attributes come from: its marker's, or for a ref's
+        root what was set through this mount (``Tree.root_metadata``); None: neither."""
+        if node.stat is not None and node.stat.entry is not None:
+            return node.stat.entry.metadata
+        tree = node.tree
+        if node.path == "" and tree is not None and tree.root_metadata:
+            return tree.root_metadata
+        return None
+
     def _directory(self, node: Node, ttl: float) -> Attributes:
         state = self._state
         tree = node.tree
         marker = node.stat.entry if node.stat is not None else None
-        metadata: Mapping[str, str] | None = None
+        metadata = self._directory_metadata(node)
         if marker is not None:
-            metadata = marker.metadata
             atime, mtime, ctime = times_ns(metadata, marker.mtime)
-        elif node.path == "" and tree is not None and tree.root_metadata:
-            metadata = tree.root_metadata
+        elif metadata is not None:  # a ref's root
             mtime = time_ns(metadata, MTIME_NS_KEY, state.mount_time_ns)
             atime, ctime = time_ns(metadata, ATIME_NS_KEY, mtime), time_ns(metadata, CTIME_NS_KEY, mtime)
         else:

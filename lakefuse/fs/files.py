@@ -67,6 +67,7 @@ class Files(HandleOps):
         self._handles = state.handles
         self._inodes = inodes
         self._attrs = attributes.get
+        self._mode_and_group = attributes.mode_and_group
         self._uploader = uploader
         self._local_file = getattr(state.backend, "local_file", None)  # optional: see enable_passthrough
         #: reads the next files of a directory in when a program walks it cold
@@ -319,8 +320,10 @@ class Files(HandleOps):
             if stat is None:
                 of.metadata.update(mode_metadata(mode, DEFAULT_FILE_MODE))
                 if uid is not None:
-                    shown = self._attrs(parent)
-                    of.metadata.update(self._state.owners.new_entry(uid, gid, shown.mode, shown.gid))
+                    parent_mode, parent_gid = self._mode_and_group(parent)
+                    of.metadata.update(self._state.owners.new_entry(uid, gid, parent_mode, parent_gid))
+            # before the kernel may write the spool: what it answers now needs no fstat(2) of it
+            attrs = self._attrs(node)
             writable = (flags & os.O_ACCMODE) in (os.O_WRONLY, os.O_RDWR)
             from_empty = writable and writes_from_empty_only(flags, truncated)
             grant = self._grant_passthrough(of, readable_object=False,
@@ -332,7 +335,7 @@ class Files(HandleOps):
             self._inodes.dir_changed(tree, parent.path)
         self._table.add_lookup(node)
         result = OpenResult(self._handles.add(handle), direct_io=handle.direct_io, backing_id=grant.backing_id)
-        return result, self._attrs(node)
+        return result, attrs
 
     def _truncate_new(self, of: OpenFile, created: bool) -> None:
         """Empty the file for a new handle (its count taken: given back if this fails)."""

@@ -51,6 +51,7 @@ class Namespace:
         self._owned = state.owned
         self._inodes = inodes
         self._attrs = attributes.get
+        self._mode_and_group = attributes.mode_and_group
         self._uploader = uploader
 
     def mkdir(self, parent: Node, name: bytes | str, mode: int, uid: int | None = None,
@@ -75,9 +76,9 @@ class Namespace:
             self._stager.flush(tree)
         metadata = {}
         if uid is not None:
-            shown = self._attrs(parent)
-            metadata = self._state.owners.new_entry(uid, gid, shown.mode, shown.gid)
-            if shown.mode & stat_mode.S_ISGID:
+            parent_mode, parent_gid = self._mode_and_group(parent)
+            metadata = self._state.owners.new_entry(uid, gid, parent_mode, parent_gid)
+            if parent_mode & stat_mode.S_ISGID:
                 mode |= stat_mode.S_ISGID  # a set-group-ID directory's subdirectories inherit it
         metadata.update(mode_metadata(mode, DEFAULT_DIR_MODE))
         # the marker is staged with the stager's next batch, like a closed file (``tar x`` and

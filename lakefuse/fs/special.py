@@ -40,6 +40,7 @@ class Special:
         self._state = state
         self._inodes = inodes
         self._attrs = attributes.get
+        self._mode_and_group = attributes.mode_and_group
         self._uploader = uploader
 
     def symlink(self, parent: Node, name: bytes | str, target: bytes | str, uid: int | None = None,
@@ -99,8 +100,8 @@ class Special:
         if stat is not None:
             raise OSError(errno.EEXIST, path)
         if uid is not None:
-            shown = self._attrs(parent)
-            metadata.update(self._state.owners.new_entry(uid, gid, shown.mode, shown.gid))
+            parent_mode, parent_gid = self._mode_and_group(parent)
+            metadata.update(self._state.owners.new_entry(uid, gid, parent_mode, parent_gid))
         entry = self._uploader.store_bytes(tree, data, metadata, mtime=int(time.time()))
         stat = PathStat(False, entry)
         node = self._inodes.tree_node(tree, path, stat, tree.remember(path, stat, pending=True), lookups=1)

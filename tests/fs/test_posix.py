@@ -209,6 +209,30 @@ def test_a_set_group_id_directory_gives_its_group(fs, drive):
     assert link.gid == 50
 
 
+def test_a_set_group_id_branch_root_gives_its_group(fs, drive):
+    # the root of a ref has no marker: its mode and group are what was set through the mount
+    main = drive.ino("sales/main")
+    fs.setattr(main, gid=60)
+    fs.setattr(main, mode=0o2775)
+    ino = create(fs, drive, "sales/main/shared-root-file", uid=1000, gid=100)
+    assert fs.getattr(ino).gid == 60
+    assert fs.mkdir(main, "sub", 0o755, uid=1000, gid=100).gid == 60
+    fs.setattr(main, mode=0o775)  # no longer set-group-ID: the creator's group
+    assert fs.getattr(create(fs, drive, "sales/main/own-group", uid=1000, gid=100)).gid == 100
+
+
+def test_a_create_answers_the_attributes_a_stat_then_shows(fs, drive):
+    parent, name = drive.parent("sales/main/new.txt")
+    result, attrs = fs.create(parent, name, stat.S_IFREG | 0o640, os.O_WRONLY | os.O_CREAT, uid=1000, gid=100)
+    try:
+        shown = fs.getattr(attrs.ino)
+        assert (attrs.mode, attrs.size, attrs.uid, attrs.gid, attrs.mtime_ns) == \
+            (shown.mode, shown.size, shown.uid, shown.gid, shown.mtime_ns) == \
+            (stat.S_IFREG | 0o640, 0, 1000, 100, shown.mtime_ns)
+    finally:
+        fs.release(result.fh)
+
+
 def test_owner_options_map_and_force(backend, tmp_path, make_driver):
     backend.put_object("sales", "main", "theirs", b"x", metadata={"lakefuse-uid": "1000", "lakefuse-gid": "100"})
     mapped_fs = LakeFilesystem(backend, spool_dir=str(tmp_path / "s1"), uid=7, gid=8,
