@@ -55,6 +55,11 @@ _GET_BRANCH = select(_branches.c.name, _branches.c.commit_id, _branches.c.stagin
                      _branches.c.sealed_tokens).where(_branches.c.repo == bindparam("repo"),
                                                       _branches.c.name == bindparam("name"))
 
+#: ``stage_on_branch``'s check of the branch row (FOR SHARE on PostgreSQL), built once: the
+#: stager runs it for every batch of closed files
+_CHECK_BRANCH_FOR_STAGING = select(_branches.c.commit_id, _branches.c.staging_token, _branches.c.sealed_tokens).where(
+    _branches.c.repo == bindparam("repo"), _branches.c.name == bindparam("name")).with_for_update(read=True)
+
 _COMMIT_PAGE = 1000
 
 
@@ -332,12 +337,9 @@ class SqlRefStore:
     ) -> bool:
         """See ``RefStore.stage_on_branch`` and the module docstring.  Rows are upserted in key
         order, so two writers staging overlapping keys cannot deadlock on PostgreSQL."""
-        query = select(_branches.c.commit_id, _branches.c.staging_token, _branches.c.sealed_tokens).where(
-            _branches.c.repo == repo_id, _branches.c.name == branch_id
-        )
         wanted = (expected.commit_id, expected.staging_token, encode_tokens(expected.sealed_tokens))
         with self._db.write() as conn:
-            row = conn.execute(query.with_for_update(read=True)).one_or_none()  # FOR SHARE
+            row = conn.execute(_CHECK_BRANCH_FOR_STAGING, {"repo": repo_id, "name": branch_id}).one_or_none()
             if row is None or tuple(row) != wanted:
                 return False
             latest = {key_bytes(key): value for key, value in items}

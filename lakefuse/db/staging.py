@@ -141,6 +141,13 @@ _PG_BUMP_AND_UPSERT_ONE = text(
 )
 
 
+#: SQLite: ``upsert_statement()`` as driver SQL, run on the DBAPI cursor (see ``StagingWriter``)
+_SQLITE_UPSERT = (
+    "INSERT INTO staging_entries (token, key, identity, value, is_tombstone, seq, origin) VALUES (?, ?, ?, ?, ?, ?, ?) "
+    "ON CONFLICT (token, key) DO UPDATE SET identity = excluded.identity, value = excluded.value, "
+    "is_tombstone = excluded.is_tombstone, seq = excluded.seq, origin = excluded.origin"
+)
+
 #: SQLite: ``bump_statement()`` as driver SQL, run on the DBAPI cursor (see ``StagingWriter``)
 _SQLITE_BUMP = (
     "INSERT INTO staging_versions (token, version, reset_version) VALUES (?, 1, 0) "
@@ -154,10 +161,11 @@ class StagingWriter:
     staged row carries the change-feed stamps (statements built once per store).
 
     Speed: on PostgreSQL a one-row write is one statement (``_PG_BUMP_AND_UPSERT_ONE``).  On
-    SQLite the bump runs on the DBAPI cursor of the transaction's connection: through
-    SQLAlchemy the statement costs some 60 us of Python, more than the SQLite work of a whole
-    one-row write (``scripts/bench/staging_writes.py``).  Same connection, same transaction:
-    a rollback undoes it too."""
+    SQLite the bump and the upserts run on the DBAPI cursor of the transaction's connection:
+    through SQLAlchemy the bump costs some 60 us of Python, more than the SQLite work of a
+    whole one-row write, and each upserted row some 25 us (``scripts/bench/staging_writes.py``),
+    all of it holding the interpreter lock that the mount's event loop waits for.  Same
+    connection, same transaction: a rollback undoes them too."""
 
     def __init__(self, database: Database):
         self._db = database
@@ -180,6 +188,17 @@ class StagingWriter:
         if len(chunk) == 1 and self._upsert_one is not None:
             return conn.execute(self._upsert_one, {**chunk[0], "origin": origin}).scalar_one()
         version = self._next_version(conn, token)
+        if self._sqlite:
+            cursor = conn.connection.cursor()
+            try:
+                while chunk:
+                    cursor.executemany(_SQLITE_UPSERT, [
+                        (row["token"], row["key"], row["identity"], row["value"], row["is_tombstone"], version, origin)
+                        for row in chunk])
+                    chunk = list(islice(rows, _WRITE_CHUNK))
+            finally:
+                cursor.close()
+            return version
         while chunk:
             for row in chunk:
                 row["seq"] = version
