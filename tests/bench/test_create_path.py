@@ -20,8 +20,11 @@ def test_the_loop_creates_files_that_the_branch_then_holds(tmp_path):
     path = create_path.CreatePath(tmp_path)
     try:
         figures = path.run("d", 30)
-        assert set(figures) == {"lookup+create", "kernel write", "flush+release", "whole loop"}
-        assert all(value > 0 for value in figures.values())
+        assert set(figures) == {"lookup+create", "kernel write", "flush+release", "whole loop", "its CPU", "p90",
+                                "p99", "over 1 ms %"}
+        assert all(figures[k] > 0 for k in ("lookup+create", "kernel write", "flush+release", "whole loop", "its CPU"))
+        assert figures["lookup+create"] + figures["flush+release"] <= figures["p90"] * 2
+        assert figures["p90"] <= figures["p99"] and 0 <= figures["over 1 ms %"] <= 100
         fs = path.fs
         directory = fs.lookup(path.branch, "d").ino
         attrs = fs.lookup(directory, "f00029")
