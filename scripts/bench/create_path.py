@@ -21,7 +21,8 @@ Prints, per run and as medians: microseconds per file for LOOKUP + CREATE, the s
 (the kernel's part), FLUSH + RELEASE, the whole loop and the loop thread's CPU time (the
 steadiest figure to compare two versions by: it leaves out the waits for the interpreter lock
 that the stager's batches cause), and how slow the slowest files were (p90, p99, the share
-of the loop's time in files over 1 ms); then bindfs's per-file time and the ratio.  ``--profile`` prints cProfile's top functions of one more run instead of timing it.
+of the loop's time in files over 1 ms); then bindfs's per-file time and the ratio.
+``--profile`` also prints cProfile's top functions of one more run.
 """
 
 from __future__ import annotations

@@ -53,6 +53,15 @@ class LakeHome:
         self.app.close()
 
 
+def show_mount_log(path: Path, last: int = 10) -> None:
+    """Print the last lines of a benchmark mount's log (``lakefuse_mount`` writes warnings and
+    errors to ``bench-mount.log`` in its home)."""
+    lines = path.read_text(errors="replace").splitlines() if path.exists() else []
+    print(f"\nmount log ({path.name}, level WARNING): {len(lines)} lines")
+    for line in lines[-last:]:
+        print(f"  {line}")
+
+
 @contextlib.contextmanager
 def lakefuse_mount(home: LakeHome, mountpoint: Path, uri: str | None = None, args: tuple[str, ...] = (),
                    procs: list | None = None, source: str | None = None):

@@ -52,6 +52,7 @@ from mount_common import (
     is_mounted,
     lakefuse_mount,
     pyfuse3_mirror_mount,
+    show_mount_log,
     unmount,
 )
 
@@ -248,6 +249,10 @@ def main() -> None:
         workdir = Path(tempfile.mkdtemp(prefix="lakefuse-bench-", dir=disk))
         try:
             bench(workdir, runs, n_files, tree_files, big, new, git_files, git_commits)
+        except Exception:
+            # what lakefuse said about the failure, before its home goes with the work directory
+            show_mount_log(workdir / "home" / "bench-mount.log", last=30)
+            raise
         finally:
             for mnt in workdir.glob("mnt-*"):
                 unmount(mnt)

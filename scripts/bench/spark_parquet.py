@@ -54,7 +54,7 @@ from functools import partial
 from pathlib import Path
 
 from many_small_reads import bounded
-from mount_common import LakeHome, lakefuse_mount, unmount
+from mount_common import LakeHome, lakefuse_mount, show_mount_log, unmount
 from small_files import drop_caches
 from spark_common import start_spark, tree_bytes
 
@@ -328,13 +328,6 @@ def report(systems: list[System], rows: int, files: int, runs: int, master: str,
     for s in systems:
         print(f"  {s.label:>15}: " + "  ".join(f"{step} " + "/".join(f"{v:.2f}" for v in values)
                                              for step, values in s.seconds.items()))
-
-
-def show_mount_log(path: Path, last: int = 10) -> None:
-    lines = path.read_text(errors="replace").splitlines() if path.exists() else []
-    print(f"\nmount log ({path.name}, level WARNING): {len(lines)} lines")
-    for line in lines[-last:]:
-        print(f"  {line}")
 
 
 if __name__ == "__main__":
