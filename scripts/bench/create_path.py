@@ -96,11 +96,15 @@ class CreatePath:
 
     def _nowait(self, call, *args):
         """The event loop's attempt, then the worker thread's, as the FUSE adapter makes them."""
+        return self._either(lambda: call(*args, blocking=False), lambda: call(*args))
+
+    def _either(self, on_loop, on_thread):
+        """``on_loop()``, or ``on_thread()`` when that would block (a hop, counted)."""
         try:
-            return call(*args, blocking=False)
+            return on_loop()
         except self.WouldBlock:
             self.hops += 1
-            return call(*args)
+            return on_thread()
 
     def _lookup_missing(self, directory: int, name: str) -> None:
         try:
@@ -112,19 +116,17 @@ class CreatePath:
         if attrs.ino != 0:
             raise RuntimeError(f"{name} exists already")
 
+    def _create(self, directory: int, name: str):
+        """CREATE of a new file, as root; its ``OpenResult``."""
+        create = self.fs.create
+        return self._either(lambda: create(directory, name, 0o100644, CREATE_FLAGS, False, 0, 0),
+                            lambda: create(directory, name, 0o100644, CREATE_FLAGS, True, 0, 0))[0]
+
     def _flush(self, fh: int) -> None:
-        try:
-            self.fs.flush_nowait(fh)
-        except self.WouldBlock:
-            self.hops += 1
-            self.fs.flush(fh)
+        self._either(lambda: self.fs.flush_nowait(fh), lambda: self.fs.flush(fh))
 
     def _release(self, fh: int) -> None:
-        try:
-            self.fs.release_nowait(fh)
-        except self.WouldBlock:
-            self.hops += 1
-            self.fs.release(fh)
+        self._either(lambda: self.fs.release_nowait(fh), lambda: self.fs.release(fh))
 
     def run(self, directory_name: str, files: int) -> dict[str, float]:
         """Create ``files`` files of 4 KiB in a new directory; microseconds per file of each part
@@ -141,11 +143,7 @@ class CreatePath:
             name = f"f{i:05d}"
             t0 = clock()
             self._lookup_missing(directory, name)
-            try:
-                result, _ = fs.create(directory, name, 0o100644, CREATE_FLAGS, False, 0, 0)
-            except self.WouldBlock:
-                self.hops += 1
-                result, _ = fs.create(directory, name, 0o100644, CREATE_FLAGS, True, 0, 0)
+            result = self._create(directory, name)
             t1 = clock()
             handle = fs._handles.get(result.fh)
             if handle.kernel_writes:  # the kernel's passthrough write into the spool
