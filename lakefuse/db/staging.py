@@ -188,24 +188,26 @@ class StagingWriter:
         if len(chunk) == 1 and self._upsert_one is not None:
             return conn.execute(self._upsert_one, {**chunk[0], "origin": origin}).scalar_one()
         version = self._next_version(conn, token)
-        if self._sqlite:
-            cursor = conn.connection.cursor()
-            try:
-                while chunk:
-                    cursor.executemany(_SQLITE_UPSERT, [
-                        (row["token"], row["key"], row["identity"], row["value"], row["is_tombstone"], version, origin)
-                        for row in chunk])
-                    chunk = list(islice(rows, _WRITE_CHUNK))
-            finally:
-                cursor.close()
-            return version
         while chunk:
+            self._upsert_rows(conn, chunk, version, origin)
+            chunk = list(islice(rows, _WRITE_CHUNK))
+        return version
+
+    def _upsert_rows(self, conn: Connection, chunk: list[dict], version: int, origin: str) -> None:
+        """Upsert ``chunk`` with ``seq`` = ``version`` and ``origin``, in the caller's transaction."""
+        if not self._sqlite:
             for row in chunk:
                 row["seq"] = version
                 row["origin"] = origin
             conn.execute(self._upsert, chunk)
-            chunk = list(islice(rows, _WRITE_CHUNK))
-        return version
+            return
+        cursor = conn.connection.cursor()
+        try:
+            cursor.executemany(_SQLITE_UPSERT, [
+                (row["token"], row["key"], row["identity"], row["value"], row["is_tombstone"], version, origin)
+                for row in chunk])
+        finally:
+            cursor.close()
 
     def _next_version(self, conn: Connection, token: str) -> int:
         if not self._sqlite:

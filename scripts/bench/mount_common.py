@@ -212,20 +212,19 @@ def unjournaled_ext4(path: Path | str) -> str | None:
     system that creates files on such a disk pays it; lakefuse less visibly, since it makes its
     spool files ahead on a thread of its own.  Figures taken there compare the disk's history,
     not the systems."""
-    target = os.path.realpath(path)
-    best_mount, device, fstype = "", None, None
+    st_dev = os.stat(path).st_dev
+    major_minor = f"{os.major(st_dev)}:{os.minor(st_dev)}"  # the filesystem ``path`` is on
+    device = fstype = None
     with open("/proc/self/mountinfo") as f:
         for line in f:
             fields = line.split()
-            mount_point = fields[4]
-            after = fields[fields.index("-") + 1:]
-            if (target == mount_point or target.startswith(mount_point.rstrip("/") + "/")) and \
-                    len(mount_point) >= len(best_mount):
-                best_mount, fstype, device = mount_point, after[0], after[1]
+            if fields[2] == major_minor:
+                fstype, device = fields[fields.index("-") + 1:][:2]
     if fstype != "ext4" or device is None:
         return None
+    # jbd2 names each journal after its block device: vda-8, loop0-8
+    name = os.path.basename(os.path.realpath(f"/sys/dev/block/{major_minor}"))
     journals = os.listdir("/proc/fs/jbd2") if os.path.isdir("/proc/fs/jbd2") else []
-    name = os.path.basename(os.path.realpath(device))
     return None if any(j.startswith(name + "-") for j in journals) else device
 
 
