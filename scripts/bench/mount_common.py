@@ -89,14 +89,15 @@ def lakefuse_mount(home: LakeHome, mountpoint: Path, uri: str | None = None, arg
             pass
         yield mountpoint
     finally:
-        sock.close()
-        shutil.rmtree(sock_dir, ignore_errors=True)
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
             try:
                 proc.wait(60)
             except subprocess.TimeoutExpired:
                 proc.kill()
+        # after the daemon stopped: it tells the socket it is stopping (a warning in its log if gone)
+        sock.close()
+        shutil.rmtree(sock_dir, ignore_errors=True)
         unmount(mountpoint)
 
 

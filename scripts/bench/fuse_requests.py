@@ -1,0 +1,258 @@
+"""Which FUSE requests a shell workload makes, and how long each kind took to be answered, on
+bindfs and on a lakefuse branch side by side: the kernel's own view, from its FUSE tracepoints
+(``fuse:fuse_request_send`` and ``fuse:fuse_request_end``, Linux 6.12 and later), with no
+instrumentation in either server.
+
+    python scripts/bench/fuse_requests.py [--workload create|utime|tar|git|rm|all] [--files 300]
+        [--runs 2] [--workdir DIR]
+
+Per workload and system: the workload's seconds, then per request kind (LOOKUP, CREATE,
+RELEASE, ...) how many the kernel sent, the total and the median of their latencies (from
+the kernel queueing the request to the server's reply: a request that waited behind another
+one in a single-threaded server counts that wait), beside bindfs's, with lakefuse's total over
+bindfs's.  What it shows that a profile of the server does not: which requests a workload
+makes at all (``git clone`` makes 1,346 RELEASE for 300 files), and which kind of request
+holds the caller up.  Requests answered in the kernel (a cached lookup, a read of cached
+pages) never reach a server and are not counted.
+
+Only requests of the two mounts measured are counted (the tracepoints' ``connection`` is the
+mount's device number).  Tracing is global to the machine: run one of these at a time.  Needs
+root and tracefs (mounted at /sys/kernel/tracing if it is not); exits 2 with a one-line
+reason when the kernel has no FUSE tracepoints.  The workloads:
+
+- ``create``: ``--files`` files of 4 KiB from Python (open, write, close);
+- ``utime``: the same, each followed by ``os.utime`` (what ``cp -p`` and ``git clone
+  --no-hardlinks`` do after each copy);
+- ``tar``: ``tar x`` of a tree of ``--files`` files (small_files.py's kind: 1-200 KiB);
+- ``git``: ``git clone --no-hardlinks`` of a repository of ``--files`` files in 6 commits;
+- ``rm``: ``rm -r`` of the ``tar`` tree (run after it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from mount_common import LakeHome, benchmark_disk, bindfs_mount, have, lakefuse_mount  # noqa: E402
+from small_files import create_files, make_git_repo, make_tree  # noqa: E402
+
+TRACEFS = Path("/sys/kernel/tracing")
+EVENTS = ("fuse/fuse_request_send", "fuse/fuse_request_end")
+WORKLOADS = ("create", "utime", "tar", "git", "rm")
+REPO = "requests"
+#: traced on after a workload ends (untimed): the kernel sends RELEASE after close(2) returns
+SETTLE_SECONDS = 0.5
+TRACE_BUFFER_KIB = 65536  # per CPU: about 500,000 events, a few minutes of a busy mount
+
+_SEND = re.compile(r"\s(\d+\.\d+): fuse_request_send: connection (\d+) req (\d+) opcode \d+ \((\w+)\)")
+_END = re.compile(r"\s(\d+\.\d+): fuse_request_end: connection (\d+) req (\d+) ")
+
+
+class TracingUnavailable(Exception):
+    """The kernel cannot trace FUSE requests here (no tracefs, no FUSE tracepoints, not root)."""
+
+
+def parse_trace(lines, connection: int) -> dict[str, list[float]]:
+    """The latencies in seconds, per request kind (``LOOKUP``, ...), of the requests of one
+    FUSE connection that were both sent and answered within ``lines`` (the tracefs ``trace``
+    file's lines)."""
+    sent: dict[str, tuple[float, str]] = {}
+    latencies: dict[str, list[float]] = defaultdict(list)
+    wanted = str(connection)
+    for line in lines:
+        match = _SEND.search(line)
+        if match:
+            if match.group(2) == wanted:
+                kind = match.group(4)
+                sent[match.group(3)] = (float(match.group(1)), kind[5:] if kind.startswith("FUSE_") else kind)
+            continue
+        match = _END.search(line)
+        if match and match.group(2) == wanted:
+            start = sent.pop(match.group(3), None)
+            if start is not None:
+                latencies[start[1]].append(float(match.group(1)) - start[0])
+    return dict(latencies)
+
+
+class FuseTrace:
+    """The kernel's FUSE tracepoints, switched on around a block (``record``)."""
+
+    def __init__(self, root: Path = TRACEFS):
+        self.root = root
+        if not (root / "events").is_dir():
+            if os.geteuid() != 0:
+                raise TracingUnavailable("tracing FUSE requests needs root (tracefs)")
+            root.mkdir(parents=True, exist_ok=True)
+            done = subprocess.run(["mount", "-t", "tracefs", "nodev", str(root)], capture_output=True, text=True)
+            if done.returncode != 0:
+                raise TracingUnavailable(f"cannot mount tracefs at {root}: {done.stderr.strip()}")
+        if not all((root / "events" / event).is_dir() for event in EVENTS):
+            raise TracingUnavailable("this kernel has no FUSE tracepoints (fuse:fuse_request_send, Linux 6.12+)")
+
+    def _write(self, name: str, value: str) -> None:
+        (self.root / name).write_text(value)
+
+    @contextlib.contextmanager
+    def record(self, out: list[str]):
+        """Trace FUSE requests while the block runs; ``out`` receives the trace's lines."""
+        self._write("tracing_on", "0")
+        self._write("trace", "")  # empties the buffer
+        self._write("buffer_size_kb", str(TRACE_BUFFER_KIB))
+        for event in EVENTS:
+            self._write(f"events/{event}/enable", "1")
+        self._write("tracing_on", "1")
+        try:
+            yield
+        finally:
+            self._write("tracing_on", "0")
+            for event in EVENTS:
+                self._write(f"events/{event}/enable", "0")
+            out.extend((self.root / "trace").read_text().splitlines())
+            self._write("trace", "")
+
+
+def connection_of(mountpoint: Path) -> int:
+    """The FUSE connection number of the mount at ``mountpoint`` (its device number)."""
+    return os.stat(mountpoint).st_dev
+
+
+# ---------------------------------------------------------------- the workloads
+
+def run_workload(name: str, target: Path, fixtures: Path, files: int) -> None:
+    """Run workload ``name`` writing under ``target`` (which it creates, except ``rm``, which
+    removes what ``tar`` wrote there)."""
+    if name == "rm":
+        subprocess.run(["rm", "-r", str(target.with_name(target.name.replace("-rm", "-tar")))], check=True)
+        return
+    target.mkdir()
+    if name == "create":
+        create_files(target, [f"f{i:05d}.dat" for i in range(files)])
+    elif name == "utime":
+        for i in range(files):
+            path = target / f"f{i:05d}.dat"
+            with open(path, "wb") as f:
+                f.write(b"u" * 4096)
+            os.utime(path, (1_600_000_000, 1_600_000_000))
+    elif name == "tar":
+        subprocess.run(["tar", "-x", "--no-same-owner", "-f", str(fixtures / "tree.tar"), "-C", str(target)],
+                       check=True)
+    elif name == "git":
+        subprocess.run(["git", "clone", "-q", "--no-hardlinks", str(fixtures / "repo"), str(target / "clone")],
+                       check=True, capture_output=True)
+    else:
+        raise ValueError(f"unknown workload {name!r}")
+
+
+def make_fixtures(fixtures: Path, files: int, workloads: list[str]) -> None:
+    fixtures.mkdir(parents=True)
+    if "tar" in workloads or "rm" in workloads:
+        make_tree(fixtures / "tree", files, max(4, files // 35))
+        subprocess.run(["tar", "-cf", str(fixtures / "tree.tar"), "-C", str(fixtures), "tree"], check=True)
+    if "git" in workloads:
+        make_git_repo(fixtures / "repo", files, 6)
+
+
+def report(workload: str, seconds: dict[str, list[float]], latencies: dict[str, dict[str, list[float]]],
+           runs: int) -> None:
+    """One table: per request kind, bindfs's and lakefuse's count, total ms and median µs
+    (per run: counts and totals are divided by the runs)."""
+    b, lf = latencies["bindfs"], latencies["lakefuse"]
+    sb, sl = statistics.median(seconds["bindfs"]), statistics.median(seconds["lakefuse"])
+    print(f"\n{workload}: bindfs {sb:.3f} s, lakefuse {sl:.3f} s ({sl / sb:.2f}x); medians of {runs} runs; "
+          f"per run: requests, their total ms, median µs")
+    print(f"  {'request':16} {'bindfs n':>9} {'total':>8} {'median':>7}   {'lakefuse n':>10} {'total':>8} "
+          f"{'median':>7}   {'total lf/bindfs':>15}")
+    kinds = sorted(set(b) | set(lf), key=lambda k: -sum(lf.get(k, ())))
+    for kind in kinds:
+        cells = []
+        for values in (b.get(kind, []), lf.get(kind, [])):
+            if values:
+                cells.append((len(values) / runs, sum(values) / runs * 1e3, statistics.median(values) * 1e6))
+            else:
+                cells.append((0, 0.0, None))
+        (nb, tb, mb), (nl, tl, ml) = cells
+        ratio = f"{tl / tb:.2f}" if tb else "-"
+        median = lambda m: f"{m:7.0f}" if m is not None else f"{'-':>7}"  # noqa: E731
+        print(f"  {kind:16} {nb:9.0f} {tb:8.1f} {median(mb)}   {nl:10.0f} {tl:8.1f} {median(ml)}   {ratio:>15}")
+    total_b = sum(sum(v) for v in b.values()) / runs * 1e3
+    total_l = sum(sum(v) for v in lf.values()) / runs * 1e3
+    print(f"  {'all':16} {sum(len(v) for v in b.values()) / runs:9.0f} {total_b:8.1f} {'':7}   "
+          f"{sum(len(v) for v in lf.values()) / runs:10.0f} {total_l:8.1f} {'':7}   "
+          f"{total_l / total_b if total_b else 0:15.2f}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workload", choices=(*WORKLOADS, "all"), default="all")
+    parser.add_argument("--files", type=int, default=300, help="files per workload (default 300)")
+    parser.add_argument("--runs", type=int, default=2, help="runs of each workload on each system (default 2)")
+    parser.add_argument("--workdir", default=None, help="parent of the throw-away directory (see small_files.py)")
+    args = parser.parse_args(argv)
+    if args.files < 1 or args.runs < 1:
+        parser.error("--files and --runs must be at least 1")
+    workloads = list(WORKLOADS) if args.workload == "all" else [args.workload]
+    if "rm" in workloads and "tar" not in workloads:
+        workloads.insert(workloads.index("rm"), "tar")
+    for tool in ("bindfs", *(["git"] if "git" in workloads else [])):
+        if not have(tool):
+            print(f"fuse_requests: {tool} is not installed", file=sys.stderr)
+            return 2
+    try:
+        trace = FuseTrace()
+    except TracingUnavailable as exc:
+        print(f"fuse_requests: {exc}", file=sys.stderr)
+        return 2
+
+    with benchmark_disk(args.workdir) as (disk, about_disk):
+        print(f"disk: {about_disk}", flush=True)
+        workdir = Path(tempfile.mkdtemp(prefix="lakefuse-requests-", dir=disk))
+        try:
+            fixtures = workdir / "fixtures"
+            make_fixtures(fixtures, args.files, workloads)
+            home = LakeHome(workdir)
+            home.create_repository(REPO)
+            home.close()
+            (workdir / "bindfs-src").mkdir()
+            with lakefuse_mount(home, workdir / "mnt-lakefuse") as lake, \
+                    bindfs_mount(workdir / "bindfs-src", workdir / "mnt-bindfs") as bind:
+                systems = {"bindfs": bind, "lakefuse": lake / REPO / "main"}
+                connections = {"bindfs": connection_of(bind), "lakefuse": connection_of(lake)}
+                for workload in workloads:
+                    seconds = {label: [] for label in systems}
+                    latencies: dict[str, dict[str, list[float]]] = {label: defaultdict(list) for label in systems}
+                    for r in range(args.runs):
+                        order = list(systems.items())
+                        for label, base in order if r % 2 == 0 else order[::-1]:
+                            lines: list[str] = []
+                            time.sleep(1.0)  # the last workload's background work (staging, reclaims)
+                            with trace.record(lines):
+                                started = time.perf_counter()
+                                run_workload(workload, base / f"r{r}-{workload}", fixtures, args.files)
+                                seconds[label].append(time.perf_counter() - started)
+                                time.sleep(SETTLE_SECONDS)  # the last RELEASEs: sent after close(2) returned
+                            for kind, values in parse_trace(lines, connections[label]).items():
+                                latencies[label][kind].extend(values)
+                    report(workload, seconds, latencies, args.runs)
+        finally:
+            for mountpoint in workdir.glob("mnt-*"):
+                with contextlib.suppress(Exception):
+                    subprocess.run(["umount", "-l", str(mountpoint)], capture_output=True)
+            shutil.rmtree(workdir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
