@@ -3,7 +3,7 @@ bindfs and on a lakefuse branch side by side: the kernel's own view, from its FU
 (``fuse:fuse_request_send`` and ``fuse:fuse_request_end``, Linux 6.12 and later), with no
 instrumentation in either server.
 
-    python scripts/bench/fuse_requests.py [--workload create|utime|tar|git|rm|all] [--files 300]
+    python scripts/bench/fuse_requests.py [--workload create|utime|tar|grep|git|rm|all] [--files 300]
         [--runs 2] [--workdir DIR]
 
 Per workload and system: the workload's seconds, then per request kind (LOOKUP, CREATE,
@@ -16,14 +16,15 @@ holds the caller up.  Requests answered in the kernel (a cached lookup, a read o
 pages) never reach a server and are not counted.
 
 Only requests of the two mounts measured are counted (the tracepoints' ``connection`` is the
-mount's device number).  Tracing is global to the machine: run one of these at a time.  Needs
-root and tracefs (mounted at /sys/kernel/tracing if it is not); exits 2 with a one-line
-reason when the kernel has no FUSE tracepoints.  The workloads:
+mount's device number), traced in a tracing instance of the script's own (other users of
+tracefs do not disturb it).  Needs root and tracefs (mounted at /sys/kernel/tracing if it is
+not); exits 2 with a one-line reason when the kernel has no FUSE tracepoints.  The workloads:
 
 - ``create``: ``--files`` files of 4 KiB from Python (open, write, close);
 - ``utime``: the same, each followed by ``os.utime`` (what ``cp -p`` and ``git clone
   --no-hardlinks`` do after each copy);
 - ``tar``: ``tar x`` of a tree of ``--files`` files (small_files.py's kind: 1-200 KiB);
+- ``grep``: ``grep -r`` over the ``tar`` tree just written (run after it);
 - ``git``: ``git clone --no-hardlinks`` of a repository of ``--files`` files in 6 commits;
 - ``rm``: ``rm -r`` of the ``tar`` tree (run after it).
 """
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import os
 import re
 import shutil
@@ -47,11 +49,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from mount_common import LakeHome, benchmark_disk, bindfs_mount, have, lakefuse_mount  # noqa: E402
-from small_files import create_files, make_git_repo, make_tree  # noqa: E402
+from small_files import NEEDLE, create_files, make_git_repo, make_tree  # noqa: E402
 
 TRACEFS = Path("/sys/kernel/tracing")
 EVENTS = ("fuse/fuse_request_send", "fuse/fuse_request_end")
-WORKLOADS = ("create", "utime", "tar", "git", "rm")
+WORKLOADS = ("create", "utime", "tar", "grep", "git", "rm")
 REPO = "requests"
 #: traced on after a workload ends (untimed): the kernel sends RELEASE after close(2) returns
 SETTLE_SECONDS = 0.5
@@ -59,6 +61,9 @@ TRACE_BUFFER_KIB = 65536  # per CPU: about 500,000 events, a few minutes of a bu
 
 _SEND = re.compile(r"\s(\d+\.\d+): fuse_request_send: connection (\d+) req (\d+) opcode \d+ \((\w+)\)")
 _END = re.compile(r"\s(\d+\.\d+): fuse_request_end: connection (\d+) req (\d+) ")
+
+
+_INSTANCES = itertools.count(1)  # tracing instances this process made: their names' suffixes
 
 
 class TracingUnavailable(Exception):
@@ -87,11 +92,35 @@ def parse_trace(lines, connection: int) -> dict[str, list[float]]:
     return dict(latencies)
 
 
+def idle_gaps(lines, connection: int) -> tuple[float, list[float]]:
+    """For one FUSE connection in ``lines``: the seconds from its first traced event to its
+    last, and the gaps in between during which it had no request outstanding (the server
+    waiting for its callers)."""
+    events = []
+    wanted = str(connection)
+    for line in lines:
+        match = _SEND.search(line) or _END.search(line)
+        if match and match.group(2) == wanted:
+            events.append((float(match.group(1)), "fuse_request_send" in line))
+    if not events:
+        return 0.0, []
+    events.sort()
+    outstanding, last, gaps = 0, events[0][0], []
+    for at, sent in events:
+        if outstanding == 0 and at > last:
+            gaps.append(at - last)
+        outstanding = outstanding + 1 if sent else max(0, outstanding - 1)
+        last = at
+    return events[-1][0] - events[0][0], gaps
+
+
 class FuseTrace:
-    """The kernel's FUSE tracepoints, switched on around a block (``record``)."""
+    """The kernel's FUSE tracepoints, switched on around a block (``record``), in a tracing
+    instance of this process's own (``instances/<name>``: its own buffer and event switches),
+    so that other users of tracefs, another run of this script included, neither see nor
+    disturb its events.  ``close`` removes the instance."""
 
     def __init__(self, root: Path = TRACEFS):
-        self.root = root
         if not (root / "events").is_dir():
             if os.geteuid() != 0:
                 raise TracingUnavailable("tracing FUSE requests needs root (tracefs)")
@@ -101,6 +130,33 @@ class FuseTrace:
                 raise TracingUnavailable(f"cannot mount tracefs at {root}: {done.stderr.strip()}")
         if not all((root / "events" / event).is_dir() for event in EVENTS):
             raise TracingUnavailable("this kernel has no FUSE tracepoints (fuse:fuse_request_send, Linux 6.12+)")
+        self.root = root / "instances" / f"lakefuse-requests-{os.getpid()}-{next(_INSTANCES)}"
+        try:
+            self.root.mkdir()
+        except OSError as exc:
+            raise TracingUnavailable(f"cannot make a tracing instance {self.root}: {exc.strerror}") from None
+        self._write("tracing_on", "0")
+        self._write("buffer_size_kb", str(TRACE_BUFFER_KIB))
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self._write("tracing_on", "0")
+            for event in EVENTS:
+                self._write(f"events/{event}/enable", "0")
+        for _ in range(50):  # busy while a reader has its files open: briefly
+            try:
+                self.root.rmdir()
+                return
+            except FileNotFoundError:
+                return
+            except OSError:
+                time.sleep(0.1)
+
+    def __enter__(self) -> "FuseTrace":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
 
     def _write(self, name: str, value: str) -> None:
         (self.root / name).write_text(value)
@@ -108,9 +164,7 @@ class FuseTrace:
     @contextlib.contextmanager
     def record(self, out: list[str]):
         """Trace FUSE requests while the block runs; ``out`` receives the trace's lines."""
-        self._write("tracing_on", "0")
         self._write("trace", "")  # empties the buffer
-        self._write("buffer_size_kb", str(TRACE_BUFFER_KIB))
         for event in EVENTS:
             self._write(f"events/{event}/enable", "1")
         self._write("tracing_on", "1")
@@ -134,8 +188,12 @@ def connection_of(mountpoint: Path) -> int:
 def run_workload(name: str, target: Path, fixtures: Path, files: int) -> None:
     """Run workload ``name`` writing under ``target`` (which it creates, except ``rm``, which
     removes what ``tar`` wrote there)."""
+    tar_tree = target.with_name(target.name.rsplit("-", 1)[0] + "-tar")
     if name == "rm":
-        subprocess.run(["rm", "-r", str(target.with_name(target.name.replace("-rm", "-tar")))], check=True)
+        subprocess.run(["rm", "-r", str(tar_tree)], check=True)
+        return
+    if name == "grep":  # exit status 1: no line matched, which is not a failure here
+        subprocess.run(["grep", "-r", "-l", "-e", NEEDLE, str(tar_tree)], stdout=subprocess.DEVNULL, check=False)
         return
     target.mkdir()
     if name == "create":
@@ -158,7 +216,7 @@ def run_workload(name: str, target: Path, fixtures: Path, files: int) -> None:
 
 def make_fixtures(fixtures: Path, files: int, workloads: list[str]) -> None:
     fixtures.mkdir(parents=True)
-    if "tar" in workloads or "rm" in workloads:
+    if {"tar", "grep", "rm"} & set(workloads):
         make_tree(fixtures / "tree", files, max(4, files // 35))
         subprocess.run(["tar", "-cf", str(fixtures / "tree.tar"), "-C", str(fixtures), "tree"], check=True)
     if "git" in workloads:
@@ -194,6 +252,17 @@ def report(workload: str, seconds: dict[str, list[float]], latencies: dict[str, 
           f"{total_l / total_b if total_b else 0:15.2f}")
 
 
+def report_idle(spans: dict[str, float], idle: dict[str, list[float]]) -> None:
+    """How much of the traced time each server had no request outstanding, and in what gaps."""
+    cells = []
+    for label in ("bindfs", "lakefuse"):
+        gaps = idle[label]
+        share = sum(gaps) / spans[label] if spans[label] else 0.0
+        typical = f", gaps median {statistics.median(gaps) * 1e6:.0f} µs" if gaps else ""
+        cells.append(f"{label} {100 * share:.0f}%{typical}")
+    print(f"  no request outstanding (the server waiting for its caller): {'; '.join(cells)}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workload", choices=(*WORKLOADS, "all"), default="all")
@@ -204,8 +273,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.files < 1 or args.runs < 1:
         parser.error("--files and --runs must be at least 1")
     workloads = list(WORKLOADS) if args.workload == "all" else [args.workload]
-    if "rm" in workloads and "tar" not in workloads:
-        workloads.insert(workloads.index("rm"), "tar")
+    for reader in ("grep", "rm"):  # they work on the tree ``tar`` writes
+        if reader in workloads and "tar" not in workloads:
+            workloads.insert(workloads.index(reader), "tar")
     for tool in ("bindfs", *(["git"] if "git" in workloads else [])):
         if not have(tool):
             print(f"fuse_requests: {tool} is not installed", file=sys.stderr)
@@ -216,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fuse_requests: {exc}", file=sys.stderr)
         return 2
 
-    with benchmark_disk(args.workdir) as (disk, about_disk):
+    with trace, benchmark_disk(args.workdir) as (disk, about_disk):
         print(f"disk: {about_disk}", flush=True)
         workdir = Path(tempfile.mkdtemp(prefix="lakefuse-requests-", dir=disk))
         try:
@@ -233,6 +303,8 @@ def main(argv: list[str] | None = None) -> int:
                 for workload in workloads:
                     seconds = {label: [] for label in systems}
                     latencies: dict[str, dict[str, list[float]]] = {label: defaultdict(list) for label in systems}
+                    spans = {label: 0.0 for label in systems}
+                    idle: dict[str, list[float]] = {label: [] for label in systems}
                     for r in range(args.runs):
                         order = list(systems.items())
                         for label, base in order if r % 2 == 0 else order[::-1]:
@@ -245,7 +317,11 @@ def main(argv: list[str] | None = None) -> int:
                                 time.sleep(SETTLE_SECONDS)  # the last RELEASEs: sent after close(2) returned
                             for kind, values in parse_trace(lines, connections[label]).items():
                                 latencies[label][kind].extend(values)
+                            span, gaps = idle_gaps(lines, connections[label])
+                            spans[label] += span
+                            idle[label].extend(gaps)
                     report(workload, seconds, latencies, args.runs)
+                    report_idle(spans, idle)
         finally:
             for mountpoint in workdir.glob("mnt-*"):
                 with contextlib.suppress(Exception):

@@ -38,6 +38,14 @@ def test_latencies_are_paired_per_request_of_one_connection():
     assert fuse_requests.parse_trace(TRACE.splitlines(), 5) == {}
 
 
+def test_idle_gaps_are_the_times_with_no_request_of_the_connection_outstanding():
+    span, gaps = fuse_requests.idle_gaps(TRACE.splitlines(), 57)
+    # connection 57: from 100.000100 to 100.000520, idle 130-210, 290-400 and 450-500
+    assert round(span * 1e6) == 420
+    assert [round(g * 1e6) for g in gaps] == [80, 110, 50]
+    assert fuse_requests.idle_gaps(TRACE.splitlines(), 5) == (0.0, [])
+
+
 def test_bad_arguments_are_refused(capsys):
     with pytest.raises(SystemExit) as exc:
         fuse_requests.main(["--runs", "0"])
@@ -49,7 +57,7 @@ def _can_trace() -> bool:
     if os.geteuid() != 0 or shutil.which("bindfs") is None or not os.path.exists("/dev/fuse"):
         return False
     try:
-        fuse_requests.FuseTrace()
+        fuse_requests.FuseTrace().close()
     except fuse_requests.TracingUnavailable:
         return False
     return True
@@ -57,8 +65,15 @@ def _can_trace() -> bool:
 
 @pytest.mark.skipif(not _can_trace(), reason="needs root, bindfs, /dev/fuse and a kernel with FUSE tracepoints")
 def test_the_script_counts_each_request_of_both_mounts(tmp_path, capsys):
-    assert fuse_requests.main(["--workload", "create", "--files", "20", "--runs", "1",
-                               "--workdir", str(tmp_path)]) == 0
+    # another tracer at the same time (another run of the script, say): neither disturbs the other
+    other_lines: list[str] = []
+    with fuse_requests.FuseTrace() as other:
+        with other.record(other_lines):
+            assert fuse_requests.main(["--workload", "create", "--files", "20", "--runs", "1",
+                                       "--workdir", str(tmp_path)]) == 0
+        assert other.root.is_dir()
+    assert not other.root.exists()  # its tracing instance removed
+    assert sum(" (FUSE_CREATE) " in line for line in other_lines) >= 40  # both mounts' creates
     out = capsys.readouterr().out
     assert re.search(r"create: bindfs \d+\.\d+ s, lakefuse \d+\.\d+ s", out)
     # every file: one CREATE on each mount, one RELEASE
