@@ -1,7 +1,8 @@
 """Which FUSE requests a shell workload makes, and how long each kind took to be answered, on
-bindfs and on a lakefuse branch side by side: the kernel's own view, from its FUSE tracepoints
-(``fuse:fuse_request_send`` and ``fuse:fuse_request_end``, Linux 6.12 and later), with no
-instrumentation in either server.
+bindfs, the pyfuse3 mirror (pyfuse3_mirror.py over a local directory: the least a pyfuse3
+server does per request) and a lakefuse branch side by side: the kernel's own view, from its
+FUSE tracepoints (``fuse:fuse_request_send`` and ``fuse:fuse_request_end``, Linux 6.12 and
+later), with no instrumentation in any server.
 
     python scripts/bench/fuse_requests.py [--workload create|utime|tar|grep|git|rm|all] [--files 300]
         [--runs 2] [--workdir DIR]
@@ -9,13 +10,13 @@ instrumentation in either server.
 Per workload and system: the workload's seconds, then per request kind (LOOKUP, CREATE,
 RELEASE, ...) how many the kernel sent, the total and the median of their latencies (from
 the kernel queueing the request to the server's reply: a request that waited behind another
-one in a single-threaded server counts that wait), beside bindfs's, with lakefuse's total over
-bindfs's.  What it shows that a profile of the server does not: which requests a workload
+one in a single-threaded server counts that wait), the three systems side by side, with
+lakefuse's total over bindfs's.  What it shows that a profile of the server does not: which requests a workload
 makes at all (``git clone`` makes 1,346 RELEASE for 300 files), and which kind of request
 holds the caller up.  Requests answered in the kernel (a cached lookup, a read of cached
 pages) never reach a server and are not counted.
 
-Only requests of the two mounts measured are counted (the tracepoints' ``connection`` is the
+Only requests of the mounts measured are counted (the tracepoints' ``connection`` is the
 mount's device number), traced in a tracing instance of the script's own (other users of
 tracefs do not disturb it).  Needs root and tracefs (mounted at /sys/kernel/tracing if it is
 not); exits 2 with a one-line reason when the kernel has no FUSE tracepoints.  The workloads:
@@ -48,7 +49,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from mount_common import LakeHome, benchmark_disk, bindfs_mount, have, lakefuse_mount  # noqa: E402
+from mount_common import (  # noqa: E402
+    LakeHome,
+    benchmark_disk,
+    bindfs_mount,
+    have,
+    lakefuse_mount,
+    pyfuse3_mirror_mount,
+)
 from small_files import NEEDLE, create_files, make_git_repo, make_tree  # noqa: E402
 
 TRACEFS = Path("/sys/kernel/tracing")
@@ -223,44 +231,46 @@ def make_fixtures(fixtures: Path, files: int, workloads: list[str]) -> None:
         make_git_repo(fixtures / "repo", files, 6)
 
 
+#: the systems, in the tables' order: bindfs (C), the pyfuse3 mirror (the least a pyfuse3 server
+#: does per request: the binding's floor), lakefuse
+SYSTEMS = ("bindfs", "mirror", "lakefuse")
+
+
 def report(workload: str, seconds: dict[str, list[float]], latencies: dict[str, dict[str, list[float]]],
            runs: int) -> None:
-    """One table: per request kind, bindfs's and lakefuse's count, total ms and median µs
-    (per run: counts and totals are divided by the runs)."""
-    b, lf = latencies["bindfs"], latencies["lakefuse"]
-    sb, sl = statistics.median(seconds["bindfs"]), statistics.median(seconds["lakefuse"])
-    print(f"\n{workload}: bindfs {sb:.3f} s, lakefuse {sl:.3f} s ({sl / sb:.2f}x); medians of {runs} runs; "
+    """One table: per request kind, each system's count, total ms and median µs (per run:
+    counts and totals are divided by the runs), and lakefuse's total over bindfs's."""
+    time_of = {label: statistics.median(seconds[label]) for label in SYSTEMS}
+    print(f"\n{workload}: " + ", ".join(f"{label} {time_of[label]:.3f} s" for label in SYSTEMS)
+          + f" (lakefuse / bindfs {time_of['lakefuse'] / time_of['bindfs']:.2f}); medians of {runs} runs; "
           f"per run: requests, their total ms, median µs")
-    print(f"  {'request':16} {'bindfs n':>9} {'total':>8} {'median':>7}   {'lakefuse n':>10} {'total':>8} "
-          f"{'median':>7}   {'total lf/bindfs':>15}")
-    kinds = sorted(set(b) | set(lf), key=lambda k: -sum(lf.get(k, ())))
-    for kind in kinds:
-        cells = []
-        for values in (b.get(kind, []), lf.get(kind, [])):
-            if values:
-                cells.append((len(values) / runs, sum(values) / runs * 1e3, statistics.median(values) * 1e6))
-            else:
-                cells.append((0, 0.0, None))
-        (nb, tb, mb), (nl, tl, ml) = cells
-        ratio = f"{tl / tb:.2f}" if tb else "-"
-        median = lambda m: f"{m:7.0f}" if m is not None else f"{'-':>7}"  # noqa: E731
-        print(f"  {kind:16} {nb:9.0f} {tb:8.1f} {median(mb)}   {nl:10.0f} {tl:8.1f} {median(ml)}   {ratio:>15}")
-    total_b = sum(sum(v) for v in b.values()) / runs * 1e3
-    total_l = sum(sum(v) for v in lf.values()) / runs * 1e3
-    print(f"  {'all':16} {sum(len(v) for v in b.values()) / runs:9.0f} {total_b:8.1f} {'':7}   "
-          f"{sum(len(v) for v in lf.values()) / runs:10.0f} {total_l:8.1f} {'':7}   "
-          f"{total_l / total_b if total_b else 0:15.2f}")
+    print(f"  {'request':14}" + "".join(f" {label + ' n':>11} {'total':>7} {'median':>6}  " for label in SYSTEMS)
+          + f" {'lf/bindfs':>9}")
+    lf = latencies["lakefuse"]
+    kinds = sorted(set().union(*(latencies[label] for label in SYSTEMS)), key=lambda k: -sum(lf.get(k, ())))
+
+    def cells(values: list[float]) -> str:
+        if not values:
+            return f" {0:11.0f} {0:7.1f} {'-':>6}  "
+        return f" {len(values) / runs:11.0f} {sum(values) / runs * 1e3:7.1f} {statistics.median(values) * 1e6:6.0f}  "
+
+    for kind in kinds + ["all"]:
+        row = {label: (latencies[label].get(kind, []) if kind != "all"
+                       else [v for values in latencies[label].values() for v in values]) for label in SYSTEMS}
+        bindfs_total, lakefuse_total = sum(row["bindfs"]), sum(row["lakefuse"])
+        ratio = f"{lakefuse_total / bindfs_total:.2f}" if bindfs_total else "-"
+        print(f"  {kind:14}" + "".join(cells(row[label]) for label in SYSTEMS) + f" {ratio:>9}")
 
 
 def report_idle(spans: dict[str, float], idle: dict[str, list[float]]) -> None:
     """How much of the traced time each server had no request outstanding, and in what gaps."""
-    cells = []
-    for label in ("bindfs", "lakefuse"):
+    parts = []
+    for label in SYSTEMS:
         gaps = idle[label]
         share = sum(gaps) / spans[label] if spans[label] else 0.0
         typical = f", gaps median {statistics.median(gaps) * 1e6:.0f} µs" if gaps else ""
-        cells.append(f"{label} {100 * share:.0f}%{typical}")
-    print(f"  no request outstanding (the server waiting for its caller): {'; '.join(cells)}")
+        parts.append(f"{label} {100 * share:.0f}%{typical}")
+    print(f"  no request outstanding (the server waiting for its caller): {'; '.join(parts)}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -295,19 +305,22 @@ def main(argv: list[str] | None = None) -> int:
             home = LakeHome(workdir)
             home.create_repository(REPO)
             home.close()
-            (workdir / "bindfs-src").mkdir()
+            for source in ("bindfs-src", "mirror-src"):
+                (workdir / source).mkdir()
             with lakefuse_mount(home, workdir / "mnt-lakefuse") as lake, \
-                    bindfs_mount(workdir / "bindfs-src", workdir / "mnt-bindfs") as bind:
-                systems = {"bindfs": bind, "lakefuse": lake / REPO / "main"}
-                connections = {"bindfs": connection_of(bind), "lakefuse": connection_of(lake)}
+                    bindfs_mount(workdir / "bindfs-src", workdir / "mnt-bindfs") as bind, \
+                    pyfuse3_mirror_mount(workdir / "mirror-src", workdir / "mnt-mirror") as mirror:
+                systems = {"bindfs": bind, "mirror": mirror, "lakefuse": lake / REPO / "main"}
+                connections = {"bindfs": connection_of(bind), "mirror": connection_of(mirror),
+                               "lakefuse": connection_of(lake)}
                 for workload in workloads:
                     seconds = {label: [] for label in systems}
                     latencies: dict[str, dict[str, list[float]]] = {label: defaultdict(list) for label in systems}
                     spans = {label: 0.0 for label in systems}
                     idle: dict[str, list[float]] = {label: [] for label in systems}
                     for r in range(args.runs):
-                        order = list(systems.items())
-                        for label, base in order if r % 2 == 0 else order[::-1]:
+                        order = list(systems.items())  # rotated each run: this VM's speed drifts
+                        for label, base in order[r % len(order):] + order[:r % len(order)]:
                             lines: list[str] = []
                             time.sleep(1.0)  # the last workload's background work (staging, reclaims)
                             with trace.record(lines):

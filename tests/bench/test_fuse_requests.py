@@ -1,5 +1,5 @@
 """``scripts/bench/fuse_requests.py``: the kernel's FUSE tracepoints read back per request kind,
-for one mount only, and the script's table of bindfs beside lakefuse."""
+for one mount only, and the script's table of bindfs, the pyfuse3 mirror and lakefuse."""
 
 from __future__ import annotations
 
@@ -73,10 +73,12 @@ def test_the_script_counts_each_request_of_both_mounts(tmp_path, capsys):
                                        "--workdir", str(tmp_path)]) == 0
         assert other.root.is_dir()
     assert not other.root.exists()  # its tracing instance removed
-    assert sum(" (FUSE_CREATE) " in line for line in other_lines) >= 40  # both mounts' creates
+    assert sum(" (FUSE_CREATE) " in line for line in other_lines) >= 60  # the three mounts' creates
     out = capsys.readouterr().out
-    assert re.search(r"create: bindfs \d+\.\d+ s, lakefuse \d+\.\d+ s", out)
-    # every file: one CREATE on each mount, one RELEASE
-    assert re.search(r"\n  CREATE\s+20\s+\d+\.\d\s+\d+\s+20\s+\d+\.\d\s+\d+\s+\d+\.\d\d\n", out)
-    assert re.search(r"\n  RELEASE\s+20\s+\d+\.\d\s+\d+\s+20\s+\d+\.\d\s+\d+\s+\d+\.\d\d\n", out)
+    assert re.search(r"create: bindfs \d+\.\d+ s, mirror \d+\.\d+ s, lakefuse \d+\.\d+ s \(lakefuse / bindfs", out)
+    # every file: one CREATE on each mount, one RELEASE (bindfs, the mirror, lakefuse)
+    three = r"\s+20\s+\d+\.\d\s+\d+" * 3
+    assert re.search(r"\n  CREATE" + three + r"\s+\d+\.\d\d\n", out)
+    assert re.search(r"\n  RELEASE" + three + r"\s+\d+\.\d\d\n", out)
+    assert re.search(r"no request outstanding .*: bindfs \d+%.*; mirror \d+%.*; lakefuse \d+%", out)
     assert not [p for p in tmp_path.iterdir() if p.name.startswith("lakefuse-requests-")]  # removed
