@@ -69,8 +69,6 @@ TRACE_BUFFER_KIB = 65536  # per CPU: about 500,000 events, a few minutes of a bu
 
 _SEND = re.compile(r"\s(\d+\.\d+): fuse_request_send: connection (\d+) req (\d+) opcode \d+ \((\w+)\)")
 _END = re.compile(r"\s(\d+\.\d+): fuse_request_end: connection (\d+) req (\d+) ")
-
-
 _INSTANCES = itertools.count(1)  # tracing instances this process made: their names' suffixes
 
 
@@ -78,25 +76,33 @@ class TracingUnavailable(Exception):
     """The kernel cannot trace FUSE requests here (no tracefs, no FUSE tracepoints, not root)."""
 
 
-def parse_trace(lines, connection: int) -> dict[str, list[float]]:
-    """The latencies in seconds, per request kind (``LOOKUP``, ...), of the requests of one
-    FUSE connection that were both sent and answered within ``lines`` (the tracefs ``trace``
-    file's lines)."""
-    sent: dict[str, tuple[float, str]] = {}
-    latencies: dict[str, list[float]] = defaultdict(list)
+def _events(lines, connection: int):
+    """(seconds, request id, request kind or None for an answer) of each event of one FUSE
+    connection in ``lines`` (the tracefs ``trace`` file's lines), in their order."""
     wanted = str(connection)
     for line in lines:
         match = _SEND.search(line)
         if match:
             if match.group(2) == wanted:
                 kind = match.group(4)
-                sent[match.group(3)] = (float(match.group(1)), kind[5:] if kind.startswith("FUSE_") else kind)
+                yield float(match.group(1)), match.group(3), kind[5:] if kind.startswith("FUSE_") else kind
             continue
         match = _END.search(line)
         if match and match.group(2) == wanted:
-            start = sent.pop(match.group(3), None)
-            if start is not None:
-                latencies[start[1]].append(float(match.group(1)) - start[0])
+            yield float(match.group(1)), match.group(3), None
+
+
+def parse_trace(lines, connection: int) -> dict[str, list[float]]:
+    """The latencies in seconds, per request kind (``LOOKUP``, ...), of the requests of one
+    FUSE connection that were both sent and answered within ``lines``."""
+    sent: dict[str, tuple[float, str]] = {}
+    latencies: dict[str, list[float]] = defaultdict(list)
+    for at, request, kind in _events(lines, connection):
+        if kind is not None:
+            sent[request] = (at, kind)
+        elif request in sent:
+            started, sent_kind = sent.pop(request)
+            latencies[sent_kind].append(at - started)
     return dict(latencies)
 
 
@@ -104,15 +110,9 @@ def idle_gaps(lines, connection: int) -> tuple[float, list[float]]:
     """For one FUSE connection in ``lines``: the seconds from its first traced event to its
     last, and the gaps in between during which it had no request outstanding (the server
     waiting for its callers)."""
-    events = []
-    wanted = str(connection)
-    for line in lines:
-        match = _SEND.search(line) or _END.search(line)
-        if match and match.group(2) == wanted:
-            events.append((float(match.group(1)), "fuse_request_send" in line))
+    events = sorted((at, kind is not None) for at, _, kind in _events(lines, connection))
     if not events:
         return 0.0, []
-    events.sort()
     outstanding, last, gaps = 0, events[0][0], []
     for at, sent in events:
         if outstanding == 0 and at > last:
@@ -194,8 +194,8 @@ def connection_of(mountpoint: Path) -> int:
 # ---------------------------------------------------------------- the workloads
 
 def run_workload(name: str, target: Path, fixtures: Path, files: int) -> None:
-    """Run workload ``name`` writing under ``target`` (which it creates, except ``rm``, which
-    removes what ``tar`` wrote there)."""
+    """Run workload ``name`` writing under ``target``, which it creates; ``grep`` and ``rm``
+    instead read and remove the tree ``tar`` wrote beside it in the same run."""
     tar_tree = target.with_name(target.name.rsplit("-", 1)[0] + "-tar")
     if name == "rm":
         subprocess.run(["rm", "-r", str(tar_tree)], check=True)
