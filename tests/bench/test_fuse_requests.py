@@ -64,7 +64,7 @@ def _can_trace() -> bool:
 
 
 @pytest.mark.skipif(not _can_trace(), reason="needs root, bindfs, /dev/fuse and a kernel with FUSE tracepoints")
-def test_the_script_counts_each_request_of_both_mounts(tmp_path, capsys):
+def test_the_script_counts_each_request_of_each_mount(tmp_path, capsys):
     # another tracer at the same time (another run of the script, say): neither disturbs the other
     other_lines: list[str] = []
     with fuse_requests.FuseTrace() as other:
