@@ -157,8 +157,25 @@ def test_set_many_is_all_or_nothing(staging):
     assert staging.get("t", b"keep") == rec(b"keep")
 
 
+def test_set_many_rows_spread_over_statements(staging):
+    """A batch of a size no statement takes whole (SQLite writes 128, 128, 32, 8, 4 and 1 rows
+    per statement): upserts, tombstones, and keys written twice in one statement and in two,
+    all as a row-by-row write would leave them."""
+    keys = [f"k{i:03d}".encode() for i in range(299)]
+    staging.set_many("t", ((key, rec(key, b"old")) for key in keys))
+    second = [(key, None if i % 3 == 0 else rec(key, b"new")) for i, key in enumerate(keys)]
+    second.insert(6, (keys[5], rec(keys[5], b"twice")))  # the next row of the same statement
+    second.append((keys[3], rec(keys[3], b"again")))  # a tombstone written over, in the last statement
+    staging.set_many("t", second)
+    last = {3: b"again", 5: b"twice"}
+    for i, key in enumerate(keys):
+        expected = rec(key, last[i]) if i in last else None if i % 3 == 0 else rec(key, b"new")
+        assert staging.get("t", key) == expected, key
+    assert staging.count("t") == 299  # tombstones are rows too
+
+
 def test_set_many_large_batch(staging):
-    keys = [f"dir/{i:05d}".encode() for i in range(2500)]  # several executemany chunks
+    keys = [f"dir/{i:05d}".encode() for i in range(2500)]  # several write chunks
     staging.set_many("t", ((key, rec(key)) for key in keys))
     assert staging.count("t") == 2500
     assert [k for k, _ in staging.iterate("t", from_key=b"dir/02498")] == [b"dir/02498", b"dir/02499"]
