@@ -20,8 +20,12 @@ binding or the kernel's part can meet that target; only less work per file in la
 Prints, per run and as medians: microseconds per file for LOOKUP + CREATE, the script's write
 (the kernel's part), FLUSH + RELEASE, the whole loop and the loop thread's CPU time (the
 steadiest figure to compare two versions by: it leaves out the waits for the interpreter lock
-that the stager's batches cause), and how slow the slowest files were (p90, p99, the share
-of the loop's time in files over 1 ms); then bindfs's per-file time and the ratio.
+that the other threads cause), how slow the slowest files were (p90, p99, the share of the
+loop's time in files over 1 ms), and the CPU time of the mount's other threads per file (the
+stager writing the entries, the spool reserve making the next spools): their Python holds the
+interpreter lock the loop waits for, and each time one of them takes it while the loop is in a
+system call, the loop's return waits for a thread switch; then bindfs's per-file time and
+the ratio.
 ``--profile`` also prints cProfile's top functions of one more run.
 """
 
@@ -38,6 +42,7 @@ import shutil
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -46,6 +51,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 FILE_BYTES = 4096
 CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+#: how long a run waits after its loop before reading the other threads' CPU
+SETTLE_SECONDS = 0.3
 
 
 class StandInBackings:
@@ -137,6 +144,8 @@ class CreatePath:
         parts: dict[str, list[float]] = {"lookup+create": [], "kernel write": [], "flush+release": []}
         per_file: list[float] = []
         clock = time.perf_counter
+        threads = background_threads()
+        others_before = {name: thread_cpu(tid) for name, tid in threads.items()}
         cpu_started = time.thread_time()
         started = clock()
         for i in range(files):
@@ -160,6 +169,8 @@ class CreatePath:
             per_file.append(t3 - t0)
         total = clock() - started
         cpu = time.thread_time() - cpu_started
+        time.sleep(SETTLE_SECONDS)  # the stager's last batch, the reserve's refill
+        others = {name: thread_cpu(tid) - others_before[name] for name, tid in threads.items()}
         out = {k: statistics.median(v) * 1e6 for k, v in parts.items()}
         out["whole loop"] = total / files * 1e6
         out["its CPU"] = cpu / files * 1e6  # this thread's: without the waits for the interpreter lock
@@ -168,7 +179,25 @@ class CreatePath:
         out["p99"] = per_file[int(0.99 * (files - 1))] * 1e6
         # the files above 1 ms: their share of the loop's time
         out["over 1 ms %"] = 100 * sum(t for t in per_file if t > 1e-3) / total
+        for name, seconds in others.items():  # the other threads' CPU: it competes for the interpreter lock
+            out[f"{name.removeprefix('lakefuse-')} CPU"] = seconds / files * 1e6
         return out
+
+
+def background_threads() -> dict[str, int]:
+    """The mount's own threads in this process (name -> native thread id)."""
+    return {thread.name: thread.native_id for thread in threading.enumerate()
+            if thread.name.startswith("lakefuse-") and thread.native_id is not None}
+
+
+def thread_cpu(native_id: int) -> float:
+    """CPU seconds (user + system) a thread of this process used so far; 0 once it is gone."""
+    try:
+        with open(f"/proc/self/task/{native_id}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except FileNotFoundError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def bindfs_per_file(workdir: Path, files: int, runs: int) -> list[float]:
