@@ -288,6 +288,23 @@ def test_a_reserve_emptied_by_a_burst_of_creates_grows_to_its_most(tmp_path, mon
     assert list(tmp_path.rglob("spool-*")) == []
 
 
+def test_a_reserve_waits_for_the_creates_to_pause_before_it_makes_files(tmp_path, monkeypatch):
+    monkeypatch.setattr(spool_module, "REFILL_QUIET_SECONDS", 0.5)
+    reserve = SpoolReserve(str(tmp_path), size=4)
+    taken = [reserve.new()]  # made here; the thread starts, and waits for a pause
+    started = time.monotonic()
+    while time.monotonic() - started < 0.6:  # a spool taken every 50 ms: never quiet for 0.5 s
+        time.sleep(0.05)
+        taken.append(reserve.new())
+        assert taken[-1].made_mtime_ns is None  # made on the spot: nothing waited
+    assert reserve.waiting() == 0
+    assert _wait_until(lambda: reserve.waiting() == 4)  # the pause: filled
+    reserve.close()
+    for spool in taken:
+        spool.close()
+    assert list(tmp_path.rglob("spool-*")) == []
+
+
 def test_a_reserve_that_cannot_create_files_reports_it_at_new(tmp_path):
     reserve = SpoolReserve(str(tmp_path / "gone"), size=2)  # its directory was removed
     with pytest.raises(StorageError, match="cannot create a spool file"):
