@@ -245,7 +245,7 @@ class Files(HandleOps):
         if read_only and first_open:
             self._start_reading(handle)
         return OpenResult(fh, keep_cache=keep_cache, direct_io=handle.direct_io,
-                          backing_id=grant.backing_id, noflush=read_only)
+                          backing_id=grant.backing_id, noflush=read_only or handle.kernel_writes)
 
     def _start_reading(self, h: FileHandle) -> None:
         """The first read-only handle of these bytes the mount serves from a local object (a
@@ -334,7 +334,8 @@ class Files(HandleOps):
             self._state.unstaged.add(node)
             self._inodes.dir_changed(tree, parent.path)
         self._table.add_lookup(node)
-        result = OpenResult(self._handles.add(handle), direct_io=handle.direct_io, backing_id=grant.backing_id)
+        result = OpenResult(self._handles.add(handle), direct_io=handle.direct_io, backing_id=grant.backing_id,
+                            noflush=handle.kernel_writes)
         return result, attrs
 
     def _truncate_new(self, of: OpenFile, created: bool) -> None:
@@ -562,8 +563,11 @@ class Files(HandleOps):
 
     @staticmethod
     def _closed(h: FileHandle) -> None:
-        """A descriptor of ``h`` was closed (FLUSH): its RELEASE is on its way, unless a dup
-        of it is still open (``Uploader.await_kernel_release``)."""
+        """A descriptor of ``h`` was closed (FLUSH), or all of them (its RELEASE came): the
+        RELEASE is on its way or being answered, unless a dup is still open
+        (``Uploader.await_kernel_release``).  The kernel sends no FLUSH for a handle it writes
+        into the spool (``noflush``: one round trip less per file created), so for those the
+        RELEASE says it, as it arrives (``release_nowait``)."""
         if not h.closed:
             of = h.open_file
             with of.lock:
@@ -575,6 +579,10 @@ class Files(HandleOps):
         if (of.dirty and not h.kernel_writes) or not of.lock.acquire(blocking=False):
             raise WouldBlock  # an upload to make, or a busy file (closing a reader is cheap)
         try:
+            # the kernel sends no FLUSH for a handle it writes (``noflush``): its RELEASE is
+            # where the mount learns that its descriptors are closed, before the hop below
+            if h.kernel_writes:
+                self._closed(h)
             # the last handle of a small new file the kernel wrote: stored here (a rename and a
             # read of its spool), as a close stores one the mount wrote (``flush_nowait``)
             if of.dirty and not (h.kernel_writes and of.handles == 1
@@ -590,6 +598,9 @@ class Files(HandleOps):
             with contextlib.suppress(Exception):
                 h.reader.close()
         of = h.open_file
+        # the file's lock is held from the counts to the store: an upload waiting for this
+        # release (``OpenFile.await_kernel_release``) wakes to find the file stored, and none
+        # starts in between to store a copy of the spool this release moves into storage
         with of.lock:
             of.handles -= 1
             last = of.handles == 0
@@ -597,27 +608,26 @@ class Files(HandleOps):
             of.kernel_writers -= h.kernel_writes
             of.spool_mappers -= h.maps_spool
             of.kernel_closed -= h.kernel_writes and h.closed
-            of.released.notify_all()
             if h.passthrough:
                 self.passthrough.release(of.passthrough)
             # the kernel wrote the spool for this handle, and no longer can: store the file now,
             # whatever other handles (readers served by the mount) stay open
             writes_ended = h.kernel_writes and of.kernel_writers == 0
-        if not last and not writes_ended:
-            return
-        if last and of.dirty and of.kernel_may_change_spool():
             # a mapping made through a handle of the file may write on into its spool, or the
             # kernel has not let go of the handle's backing file yet: ``MappedSpools`` stores it
+            mapped = last and of.dirty and of.kernel_may_change_spool()
+            if (last or writes_ended) and not mapped:
+                try:
+                    if of.dirty:
+                        self._uploader.upload(of)
+                except Exception:
+                    log.exception("upload of %s on release failed; its changes are lost", of.node.path)
+                finally:
+                    if last:
+                        self._drop_released(of)
+            of.released.notify_all()
+        if mapped:
             self._mapped.watch(of)
-            return
-        try:
-            if of.dirty:
-                self._uploader.upload(of)
-        except Exception:
-            log.exception("upload of %s on release failed; its changes are lost", of.node.path)
-        finally:
-            if last:
-                self._drop_released(of)
 
     def _drop_released(self, of: OpenFile) -> None:
         """The last handle of ``of`` was released, and what it wrote stored: drop it."""

@@ -11,9 +11,11 @@ import threading
 
 import pytest
 
+from lakefuse.checksums import content_hasher
 from lakefuse.fs.filesystem import LakeFilesystem
 from lakefuse.fs.memory import MemoryBackend
 from lakefuse.fs.passthrough import Passthrough, PassthroughState
+from lakefuse.fs.replies import WouldBlock
 from fs_staging import staged_entry
 
 
@@ -277,6 +279,53 @@ def test_an_fsync_through_another_descriptor_before_the_release_is_durable(local
     assert entry is not None and entry.size == len(b"body\nline\n")
     fs.release(appender.fh)
     assert drive.read("sales/main/app.log") == b"body\nline\n"
+
+
+def test_a_handle_the_kernel_writes_asks_for_no_flush(local_fs, make_driver):
+    """close(2) of such a descriptor costs no round trip (FOPEN_NOFLUSH): the file is stored at
+    its release; a handle the mount writes (appending) still gets its FLUSH."""
+    fs, backings, _ = local_fs
+    drive = make_driver(fs)
+    branch = drive.ino("sales/main")
+    created, attrs = fs.create(branch, "new.txt", 0o644, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    assert created.backing_id in backings.writable and created.noflush
+    backings.kernel_write(created.backing_id, 0, b"bytes\n")
+    fs.release(created.fh)
+    rewritten = fs.open(attrs.ino, os.O_RDWR | os.O_TRUNC)
+    assert rewritten.backing_id in backings.writable and rewritten.noflush
+    fs.release(rewritten.fh)
+    appender = fs.open(attrs.ino, os.O_WRONLY | os.O_APPEND)
+    assert appender.backing_id == 0 and not appender.noflush
+    fs.release(appender.fh)
+
+
+def test_a_release_that_hops_to_a_worker_tells_a_checksum_read_meanwhile_to_wait_for_it(local_fs, make_driver):
+    """No FLUSH comes for a handle the kernel writes: its RELEASE, as the event loop takes it,
+    says that its descriptors are closed, before the hop to the worker thread that stores a
+    big file.  A read of ``lakefuse.checksum`` meanwhile (``cp`` then ``getfattr``) waits for
+    that store: the spool itself, moved into storage, not a copy of it."""
+    fs, backings, backend = local_fs
+    drive = make_driver(fs)
+    result, attrs = fs.create(drive.ino("sales/main"), "big.bin", 0o644, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    data = os.urandom(300_000)  # above what the event loop stores itself
+    backings.kernel_write(result.backing_id, 0, data)
+    spool_path = backings.open_ids[result.backing_id]
+    stored = []
+    store_file = backend.store_file
+    backend.store_file = lambda repo, path, **options: stored.append(path) or store_file(repo, path, **options)
+    with pytest.raises(WouldBlock):
+        fs.release_nowait(result.fh)
+    release = threading.Timer(0.05, fs.release, args=(result.fh,))
+    release.start()
+    try:
+        checksum = fs.getxattr(attrs.ino, "lakefuse.checksum")
+    finally:
+        release.join()
+    assert stored == [spool_path]
+    hasher = content_hasher()
+    hasher.update(data)
+    assert checksum.decode() == hasher.hexdigest()
+    assert drive.read("sales/main/big.bin") == data
 
 
 def test_a_reader_beside_the_kernel_writer_reads_the_spool(local_fs, make_driver):

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -56,8 +57,10 @@ def test_what_fsync_and_close_returned_for_survives_kill_9_of_the_daemon(home, t
         os.fsync(directory)
         os.close(directory)
         _kill_mount(mount)
-        with pytest.raises(OSError):
-            os.close(synced)  # the daemon is gone: its answer never comes (ENOTCONN) or is an error
+        # the kernel writes this file itself and sends no FLUSH at close(2) (noflush), so close
+        # asks nothing of the daemon that is gone, and its RELEASE finds nobody to store it
+        with contextlib.suppress(OSError):
+            os.close(synced)
     finally:
         mount.stop()
 

@@ -1,6 +1,7 @@
 """Reading many small files through a real kernel mount (issue 18, read side): closing a
-read-only descriptor costs no round trip to the daemon (FOPEN_NOFLUSH), while closing one that
-wrote still waits for the daemon (its close reports upload errors); and the probe-and-read
+read-only descriptor, or one the kernel writes through, costs no round trip to the daemon
+(FOPEN_NOFLUSH), while closing one the mount writes through still waits for the daemon (its
+close reports upload errors); and the probe-and-read
 pattern of Hadoop's checksum filesystem returns every file's bytes on a branch and a commit;
 reads of branch files are answered by lakefuse's pyfuse3 itself, and a reader still sees what a
 writer changes after it opened."""
@@ -62,12 +63,26 @@ def test_closing_a_read_only_descriptor_does_not_wait_for_the_daemon(small_files
 
 
 @needs_noflush
-def test_closing_a_descriptor_that_wrote_still_waits_for_the_daemon(small_files):
-    """The other half: a written file's close reports its upload's errors, so it waits."""
+def test_closing_a_descriptor_the_mount_writes_still_waits_for_the_daemon(small_files):
+    """The other half: a file written through the mount (appending) is stored at close, and
+    its close reports the upload's errors, so it waits."""
+    mount, _ = small_files
+    fd = os.open(mount.mountpoint / "sales/small-reads/parts/appended.csv", os.O_WRONLY | os.O_CREAT | os.O_APPEND,
+                 0o644)
+    os.write(fd, b"id\n1\n")
+    assert not closes_while_stopped(mount, fd)
+    assert (mount.mountpoint / "sales/small-reads/parts/appended.csv").read_bytes() == b"id\n1\n"
+
+
+@needs_noflush
+def test_closing_a_descriptor_the_kernel_writes_does_not_wait_for_the_daemon(small_files):
+    """A file the kernel writes itself (created, not for appending) is stored at its release,
+    which the kernel sends after close(2) returns: the close asks the daemon nothing (one round
+    trip less per file created), and the file is there once the daemon runs again."""
     mount, _ = small_files
     fd = os.open(mount.mountpoint / "sales/small-reads/parts/written.csv", os.O_RDWR | os.O_CREAT, 0o644)
     os.write(fd, b"id\n1\n")
-    assert not closes_while_stopped(mount, fd)
+    assert closes_while_stopped(mount, fd)
     assert (mount.mountpoint / "sales/small-reads/parts/written.csv").read_bytes() == b"id\n1\n"
 
 
