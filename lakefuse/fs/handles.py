@@ -109,8 +109,9 @@ class OpenFile:
         #: open handles whose writes the kernel makes into ``spool`` itself (passthrough
         #: writes): while there are any, the file may change without the mount seeing it
         self.kernel_writers = 0
-        #: how many of those were closed (FLUSH) at least once: their RELEASE is on its way,
-        #: unless a dup(2) of the descriptor is still open
+        #: how many of those were closed: a FLUSH came (a stock pyfuse3 sends one at every
+        #: close(2); their RELEASE is on its way, unless a dup(2) is still open), or their
+        #: RELEASE came and is being served (``Files.release_nowait``)
         self.kernel_closed = 0
         #: notified under ``lock`` when a handle is released
         self.released = threading.Condition(self.lock)
@@ -168,9 +169,9 @@ class OpenFile:
 
     def await_kernel_release(self, timeout: float) -> bool:
         """For a file the kernel writes whose every writing descriptor was closed already
-        (FLUSH came, RELEASE is on its way), wait up to ``timeout`` s (under ``lock``, never on
-        the event loop) for those releases, which store the spool.  Whether they came and left
-        nothing to store."""
+        (``kernel_closed``), wait up to ``timeout`` s (under ``lock``, never on the event loop)
+        for those releases, which store the spool.  Whether they came and left nothing to
+        store."""
         if self.kernel_writers == 0 or self.kernel_closed < self.kernel_writers:
             return False
         self.released.wait_for(lambda: self.kernel_writers == 0, timeout=timeout)
