@@ -346,6 +346,10 @@ def bench(workdir: Path, runs: int, n_files: int, tree_files: int, big: int, new
                             if attempt == 2:
                                 raise
                             time.sleep(1)
+                    # the next system's workloads start once this one's background work is done
+                    # (rclone uploads what it cached 5 s after the files closed: it had taken
+                    # the CPU from the system measured after it, lakefuse in every run)
+                    settle(system)
                     print(f"  run {r + 1}/{runs} {system.label}: done ({time.monotonic() - started:.0f} s)", flush=True)
 
             # the Nth file in a big directory: filled once per system (untimed), then each run
@@ -374,6 +378,7 @@ def bench(workdir: Path, runs: int, n_files: int, tree_files: int, big: int, new
                     for name in new_names:
                         os.unlink(system.base / "big" / name)
                     run(["rm", "-rf", str(empty)])
+                    settle(system)  # before the next system's creates (see the runs above)
             print(f"  big directories done ({time.monotonic() - started:.0f} s)", flush=True)
     finally:
         home.close()
