@@ -12,9 +12,13 @@ staged (key ``path/``) with the batch.
 
 The rules that keep this invisible:
 
-- Batches are written ``BATCH_WINDOW`` seconds after their first entry (or at once when
-  ``BATCH_MOST`` wait), by one background thread: other processes and mounts see a closed file
-  that much later (less than the change-poll interval).
+- Batches are written by one background thread once no entry came for ``BATCH_QUIET`` s
+  (the writer paused), at least ``BATCH_WINDOW`` s after their first entry, and at most
+  ``BATCH_LATEST`` s after it while entries keep coming (or at once when ``BATCH_MOST``
+  wait): other processes and mounts see a closed file that much later (less than the
+  change-poll interval).  Writing a batch is some 35 µs of Python per entry, which holds
+  the interpreter lock the event loop waits for, up to a switch interval (5 ms) at a time:
+  a burst of creates shorter than ``BATCH_LATEST`` runs without it.
 - Everything else this mount stages on a branch goes through ``stage_now``, which writes the
   branch's waiting entries first, or waits in the same batch as them (``put``: unlinks, renames
   of files memory knows, chmod and utime): a change never races an older entry of the same
@@ -40,8 +44,12 @@ from lakefuse.graveler.model import Entry
 
 log = logging.getLogger(__name__)
 
-#: how long the first entry of a batch waits for others
+#: how long the first entry of a batch waits for others, at least ...
 BATCH_WINDOW = 0.05
+#: ... then until none came for this long ...
+BATCH_QUIET = 0.01
+#: ... or until the first one waited this long
+BATCH_LATEST = 0.25
 #: a batch this big is written at once
 BATCH_MOST = 2000
 #: how long a failed batch waits before the next try
@@ -51,12 +59,17 @@ RETRY_SECONDS = 1.0
 class _Waiting:
     """The entries of one branch (tree) waiting to be staged, and since when."""
 
-    __slots__ = ("tree", "entries", "since")
+    __slots__ = ("tree", "entries", "since", "last")
 
     def __init__(self, tree: Tree):
         self.tree = tree
         self.entries: dict[str, Entry | None] = {}  # path -> its newest entry (None: deleted)
-        self.since = time.monotonic()
+        self.since = self.last = time.monotonic()  # when the first and the newest entry came
+
+    def due_at(self) -> float:
+        """When the batch is to be written (see the module docstring)."""
+        return max(self.since + BATCH_WINDOW,
+                   min(self.last + BATCH_QUIET, self.since + max(BATCH_LATEST, BATCH_WINDOW)))
 
 
 class Stager:
@@ -87,6 +100,8 @@ class Stager:
             waiting = self._waiting.get(tree.key)
             if waiting is None:
                 waiting = self._waiting[tree.key] = _Waiting(tree)
+            else:
+                waiting.last = time.monotonic()
             for path, entry in items:
                 waiting.entries[path] = entry
             if self._thread is None:
@@ -154,7 +169,7 @@ class Stager:
                 again = self._waiting.get(key)
                 if again is not None:
                     waiting.entries.update(again.entries)
-                waiting.since = time.monotonic() + RETRY_SECONDS - BATCH_WINDOW
+                waiting.since = waiting.last = time.monotonic() + RETRY_SECONDS - BATCH_WINDOW
                 self._waiting[key] = waiting
             raise
         for path, entry in items:
@@ -169,10 +184,10 @@ class Stager:
                     return
                 now = time.monotonic()
                 due = [key for key, waiting in self._waiting.items()
-                       if now - waiting.since >= BATCH_WINDOW or len(waiting.entries) >= BATCH_MOST]
+                       if now >= waiting.due_at() or len(waiting.entries) >= BATCH_MOST]
                 if not due:
-                    first = min(waiting.since for waiting in self._waiting.values())
-                    self._wake.wait(max(0.001, first + BATCH_WINDOW - now))
+                    first = min(waiting.due_at() for waiting in self._waiting.values())
+                    self._wake.wait(max(0.001, first - now))
                     continue
             for key in due:
                 with self._write_lock:
