@@ -220,9 +220,21 @@ class Catalog:
             raise CorruptedData(f"entry has a malformed full address {entry.physical_address!r}")
         return self.block(namespace), key
 
-    def _new_address(self) -> str:
+    def new_address(self) -> str:
+        """A fresh physical address for a data object: ``data/``, the time in milliseconds (12
+        hex digits: ``lakefuse gc`` splits its listing by it), 20 random hex digits."""
         millis = int(self._clock() * 1000)
         return f"{DATA_PREFIX}{millis:012x}{secrets.token_hex(10)}"
+
+    def in_place_site(self, repo_id: str) -> tuple[str, str] | None:
+        """``(directory, prefix)`` when the repository's storage is a local directory: a file
+        named ``n`` made in ``directory`` is the object ``prefix + n`` where it lies, once
+        ``store_in_place`` gives it an entry (``n`` from ``new_address``, less the prefix); None
+        for other storage."""
+        local_path = getattr(self.repository_block(repo_id), "local_path", None)
+        if local_path is None:
+            return None
+        return os.path.dirname(local_path(DATA_PREFIX + "x")), DATA_PREFIX
 
     # ------------------------------------------------------------------------------------
     # repositories, branches, tags (forwarded)
@@ -280,7 +292,7 @@ class Catalog:
         """Store what ``stream`` yields as a new data object of the repository:
         ``(physical_address, size, checksum)``.  Nothing is staged."""
         block = self.repository_block(repo_id)
-        address = self._new_address()
+        address = self.new_address()
         reader = _HashingReader(stream)
         block.put_stream(address, reader)
         return address, reader.size, reader.hasher.hexdigest()
@@ -383,9 +395,34 @@ class Catalog:
                                   f"got {checksum!r}")
         if checksum is None:
             checksum = _file_checksum(local_path)
-        address = self._new_address()
+        address = self.new_address()
         stored = self.repository_block(repo_id).put_file(address, os.fspath(local_path), move=move,
                                                             durable=durable, source_fd=source_fd)
+        return self._new_entry(address, stored.size, checksum, content_type, metadata, mtime)
+
+    def store_in_place(
+        self,
+        repo_id: str,
+        address: str,
+        fd: int,
+        *,
+        checksum: str,
+        content_type: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+        mtime: int | None = None,
+        durable: bool = True,
+    ) -> Entry:
+        """The entry of a new object written where it lies (``in_place_site``): the file at
+        ``address``, open as ``fd``, whose ``checksum`` the caller computed; nothing is moved,
+        copied or staged.  ``ObjectNotFound`` if the file was deleted meanwhile."""
+        metadata = string_map(metadata, "user metadata")
+        if not is_content_checksum(checksum):
+            raise InvalidArgument(f"checksum must be a content_hasher() digest ('blake3:' and 64 hex digits), "
+                                  f"got {checksum!r}")
+        adopt = getattr(self.repository_block(repo_id), "adopt_file", None)
+        if adopt is None or not address.startswith(DATA_PREFIX):
+            raise InvalidArgument(f"{address!r} is not an address of a file written in place")
+        stored = adopt(address, fd, durable=durable)
         return self._new_entry(address, stored.size, checksum, content_type, metadata, mtime)
 
     def sync(self, repo_id: str) -> None:

@@ -4,7 +4,9 @@ Owns the mapping of keys to files (``root/<key>``), crash-safe writes (temporary
 same directory, fsync, rename, fsync of the directory), moves of finished local files into
 place (``put_file(move=True)``: fsync, rename, fsync of the directory; a copy when the file is
 on another filesystem, is not a regular file or has other hard links), key-ordered listing of
-the directory tree, and the translation of ``OSError`` into ``lakefuse.errors``.  A put with
+the directory tree, and the translation of ``OSError`` into ``lakefuse.errors``.  Files written
+at a new key's own path before anything named the key (``local_path``) become objects where
+they lie (``adopt_file``: nothing moved or copied).  A put with
 ``durable=False`` skips the fsyncs (the object is still written whole and renamed into place,
 so no process ever sees it half-written); ``sync()`` is one syncfs(2) of the storage's
 filesystem, which makes those durable.
@@ -84,10 +86,12 @@ class LocalBlockAdapter(BlockAdapter):
     def _rename_into_place(self, key: str, path: str, src_fd: int, durable: bool) -> ObjectStat | None:
         """Make the file at ``path`` (open as ``src_fd``) the object by renaming it (durably,
         if ``durable``); None if it must be copied instead (another filesystem, not a plain file
-        at ``path``, other hard links to it)."""
+        at ``path``, other hard links to it, or no file there any more)."""
         try:
             st = os.fstat(src_fd)
             at_path = os.lstat(path)
+        except FileNotFoundError:
+            return None  # deleted meanwhile: its bytes are copied from the descriptor
         except OSError as exc:
             raise _storage_error("put", key, exc) from None
         if st.st_nlink != 1 or (at_path.st_dev, at_path.st_ino) != (st.st_dev, st.st_ino):
@@ -120,6 +124,27 @@ class LocalBlockAdapter(BlockAdapter):
         try:
             if durable:
                 _fsync_dir(parent)
+        except OSError as exc:
+            raise _storage_error("put", key, exc) from None
+        return ObjectStat(key=key, size=st.st_size, mtime=st.st_mtime)
+
+    def local_path(self, key: str) -> str:
+        """The file that is (or would be) the object ``key``."""
+        return self._path(key)
+
+    def adopt_file(self, key: str, fd: int, durable: bool = True) -> ObjectStat:
+        """The file at ``key``'s own path (``local_path``), written there while nothing named
+        ``key`` and open as ``fd``, is the object as it is: nothing is moved or copied (fsynced
+        with its directory if ``durable``).  ``ObjectNotFound`` if the file was deleted
+        meanwhile; its bytes are still there to copy through ``fd``."""
+        check_key(key)
+        try:
+            st = os.fstat(fd)
+            if st.st_nlink == 0:
+                raise ObjectNotFound(f"local storage: the file written for {key!r} was deleted")
+            if durable:
+                os.fsync(fd)
+                _fsync_dir(os.path.dirname(self._path(key)))
         except OSError as exc:
             raise _storage_error("put", key, exc) from None
         return ObjectStat(key=key, size=st.st_size, mtime=st.st_mtime)

@@ -14,7 +14,7 @@ from typing import Mapping, Sequence
 from lakefuse.checksums import content_hasher
 from lakefuse.config import committer_name
 from lakefuse.errors import ObjectNotFound, RepositoryNotFound
-from lakefuse.fs.backend import ChangeKind, ListedItem, MountRef, MountRefKind, UncommittedChange
+from lakefuse.fs.backend import ChangeKind, InPlaceObjects, ListedItem, MountRef, MountRefKind, UncommittedChange
 from lakefuse.fs.readers import BlockCache, LocalFileReader
 from lakefuse.fs.replies import WouldBlock
 from lakefuse.graveler.committed.encoding import record_to_entry
@@ -120,6 +120,20 @@ class AppBackend:
                    durable: bool = True, source_fd: int | None = None) -> Entry:
         return self.catalog.store_file(repo, path, mtime=mtime, metadata=dict(metadata), content_type=content_type,
                                        checksum=checksum, move=move, durable=durable, source_fd=source_fd)
+
+    def in_place_objects(self, repo: str) -> InPlaceObjects | None:
+        site = self.catalog.in_place_site(repo)
+        if site is None:
+            return None
+        directory, prefix = site
+        new_address = self.catalog.new_address
+        return InPlaceObjects(directory, prefix, lambda: new_address()[len(prefix):])
+
+    def store_in_place(self, repo: str, address: str, fd: int, *, checksum: str, mtime: int,
+                       metadata: Mapping[str, str], content_type: str | None = None,
+                       durable: bool = True) -> Entry:
+        return self.catalog.store_in_place(repo, address, fd, checksum=checksum, mtime=mtime, metadata=dict(metadata),
+                                           content_type=content_type, durable=durable)
 
     def sync(self, repo: str) -> None:
         self.catalog.sync(repo)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Iterable, Mapping, NamedTuple, Protocol, Sequence
+from typing import Callable, Iterable, Mapping, NamedTuple, Protocol, Sequence
 
 from lakefuse.graveler.model import Entry
 
@@ -83,6 +83,18 @@ class DataReader(Protocol):
     def close(self) -> None: ...
 
 
+@dataclass(frozen=True)
+class InPlaceObjects:
+    """Where a file made becomes a new object of one repository right where it lies
+    (``LakeBackend.in_place_objects``): a file named ``new_name()`` in ``directory`` is the
+    object at address ``prefix`` + that name once ``store_in_place`` gives it an entry; nothing
+    else may use the name meanwhile."""
+
+    directory: str
+    prefix: str
+    new_name: Callable[[], str]
+
+
 class LakeBackend(Protocol):
     def list_repositories(self) -> list[str]: ...
 
@@ -125,6 +137,18 @@ class LakeBackend(Protocol):
         """Like ``upload_file``, staging nothing: the entry of the new object, for
         ``stage_entries``.  ``source_fd``: a descriptor of ``path`` the caller holds open (and
         closes), so storage on this machine need not open the file again."""
+
+    def in_place_objects(self, repo: str) -> InPlaceObjects | None:
+        """Where files may be made that become the repository's objects where they lie (its
+        storage is a local directory), so a written file is stored with no move or copy; None
+        if its storage offers no such place."""
+
+    def store_in_place(self, repo: str, address: str, fd: int, *, checksum: str, mtime: int,
+                       metadata: Mapping[str, str], content_type: str | None = None,
+                       durable: bool = True) -> Entry:
+        """The entry of the new object at ``address``: a file made as ``in_place_objects``
+        says and written there, open as ``fd`` (the caller's), with the given ``checksum``;
+        nothing moved, copied or staged.  ``ObjectNotFound`` if the file was deleted meanwhile."""
 
     def sync(self, repo: str) -> None:
         """Make everything stored and staged in the repository so far durable (fsync(2))."""

@@ -453,4 +453,4 @@ class LakeFilesystem:
         self.state.owned.close()
         self.state.learner.close()
         self._files.close_all()
-        self.state.spools.close()
+        self.state.close_spools()

@@ -10,16 +10,20 @@ can assert how much work an operation did.  Its change feed (``branch_changes``)
 ``LakeBackend`` methods as the mount's own writes and the test helpers (``put_object``,
 ``put_entries``, ``delete_object``) as another process's.  ``local_storage`` is what ``stores_locally`` says:
 whether the filesystem hashes big written files while they are written and moves them in at
-close (True), or streams them with ``upload_stream`` (False).
+close (True), or streams them with ``upload_stream`` (False).  ``in_place_directory``, if set,
+is offered as ``in_place_objects`` of every repository: files the mount makes there become
+objects (their bytes read once, then kept in the dict like the others) with ``store_in_place``.
 """
 
 from __future__ import annotations
 
 import bisect
 import collections
+import contextlib
 import hashlib
 import os
 import re
+import secrets
 import threading
 import time
 from dataclasses import dataclass, field
@@ -38,7 +42,7 @@ from lakefuse.errors import (
     RefNotFound,
     RepositoryNotFound,
 )
-from lakefuse.fs.backend import ChangeKind, ListedItem, MountRef, MountRefKind, UncommittedChange
+from lakefuse.fs.backend import ChangeKind, InPlaceObjects, ListedItem, MountRef, MountRefKind, UncommittedChange
 from lakefuse.graveler.merge import MergeStrategy, parse_strategy
 from lakefuse.graveler.model import Entry
 from lakefuse.graveler.refexpr import validate_ref_name
@@ -91,8 +95,9 @@ class BytesReader:
 class MemoryBackend:
     """Thread-safe (one lock); see the module docstring."""
 
-    def __init__(self, local_storage: bool = True):
+    def __init__(self, local_storage: bool = True, in_place_directory: str | None = None):
         self.local_storage = local_storage
+        self.in_place_directory = in_place_directory
         self._lock = threading.RLock()
         self._repos: dict[str, _Repo] = {}
         self._objects: dict[str, bytes] = {}
@@ -204,14 +209,44 @@ class MemoryBackend:
         self.calls["store_file durable"] += durable
         self.calls["store_file with checksum"] += checksum is not None
         self._repo(repo)
-        with open(path, "rb") as f:
-            data = f.read()
+        if source_fd is not None:  # what the caller holds open (the path may be gone)
+            data = os.pread(source_fd, os.fstat(source_fd).st_size, 0)
+        else:
+            with open(path, "rb") as f:
+                data = f.read()
         entry = self._store(data, mtime, metadata, content_type)
         if checksum is not None and checksum != entry.checksum:
             raise CorruptedData(f"storing {path!r}: the given checksum {checksum} is not the file's {entry.checksum}")
         if move:
-            os.unlink(path)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
         return entry
+
+    def in_place_objects(self, repo: str) -> InPlaceObjects | None:
+        self.calls["in_place_objects"] += 1
+        self._repo(repo)
+        if self.in_place_directory is None:
+            return None
+        return InPlaceObjects(self.in_place_directory, "data/", lambda: f"p{secrets.token_hex(10)}")
+
+    def store_in_place(self, repo: str, address: str, fd: int, *, checksum: str, mtime: int,
+                       metadata: Mapping[str, str], content_type: str | None = None,
+                       durable: bool = True) -> Entry:
+        self.calls["store_in_place"] += 1
+        self.calls["store_in_place durable"] += durable
+        self._repo(repo)
+        if self.in_place_directory is None or not address.startswith("data/"):
+            raise InvalidArgument(f"{address!r} is not an address of a file written in place")
+        st = os.fstat(fd)
+        if st.st_nlink == 0:
+            raise ObjectNotFound(f"the file written for {address!r} was deleted")
+        data = os.pread(fd, st.st_size, 0)
+        if ContentHasher(data).hexdigest() != checksum:
+            raise CorruptedData(f"storing {address!r} in place: the given checksum {checksum} is not the file's")
+        with self._lock:
+            self._objects[address] = data
+        return Entry(physical_address=address, size=len(data), mtime=int(mtime), checksum=checksum,
+                     content_type=content_type or "application/octet-stream", metadata=dict(metadata))
 
     def sync(self, repo: str) -> None:
         self.calls["sync"] += 1

@@ -1,7 +1,8 @@
 """The state every part of a mounted filesystem shares: ``MountState``.
 
-Owns the options of the mount (owners, timeouts, the spool directory and its reserve of new
-spool files), the inode table, the handle table, the trees and name caches
+Owns the options of the mount (owners, timeouts, the spool directory and its reserves of new
+spool files, one more per repository whose files are made where they become objects), the
+inode table, the handle table, the trees and name caches
 (``lakefuse.fs.refs.Refs``), the files created but not staged yet (``Unstaged``) with the
 ``Stager`` that stages closed ones in batches, the ``DirectoryLearner`` that learns big
 directories whole in the background (``lakefuse.fs.learner``), and the one lock that guards the small shared
@@ -19,7 +20,7 @@ import threading
 import time
 from typing import Callable
 
-from lakefuse.fs.backend import LakeBackend
+from lakefuse.fs.backend import InPlaceObjects, LakeBackend
 from lakefuse.fs.handles import HandleTable
 from lakefuse.fs.learner import DirectoryLearner
 from lakefuse.fs.negatives import NegativeEntries
@@ -162,8 +163,11 @@ class MountState:
         self.metadata_entries = metadata_entries
         self.spool_dir = spool_dir
         os.makedirs(spool_dir, exist_ok=True)
-        #: new spool files, made ahead on a thread of their own
+        #: new spool files, made ahead on a thread of their own, in the spool directory ...
         self.spools = SpoolReserve(spool_dir)
+        #: ... or, for a repository whose storage is a local directory, where they become its
+        #: objects (``add_in_place``: the uploader asks its storage once)
+        self.in_place_spools: dict[str, SpoolReserve] = {}
         self.mount_time_ns = time.time_ns()
         #: the backend's change feed, if this mount is watched (see ``lakefuse.fs.changes``)
         self.change_feed = getattr(backend, "branch_changes", None) if change_feed else None
@@ -180,3 +184,21 @@ class MountState:
         #: tells the kernel to drop names and attributes an operation through this mount made
         #: stale (a merge or reset through ``.lakefuse/``); set by the adapter, else None
         self.kernel_invalidator: Callable[[Invalidations], None] | None = None
+
+    def spools_for(self, repo: str) -> SpoolReserve:
+        """The reserve new spools of files of ``repo`` come from (never blocks)."""
+        return self.in_place_spools.get(repo, self.spools)
+
+    def add_in_place(self, repo: str, site: InPlaceObjects) -> None:
+        """From now on, make the spools of ``repo``'s files where they become its objects."""
+        with self.lock:
+            if repo not in self.in_place_spools:
+                self.in_place_spools[repo] = SpoolReserve(site.directory, in_place=site)
+
+    def close_spools(self) -> None:
+        """Stop making spool files ahead, and delete the waiting ones."""
+        self.spools.close()
+        with self.lock:
+            reserves = list(self.in_place_spools.values())
+        for reserve in reserves:
+            reserve.close()

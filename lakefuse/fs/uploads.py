@@ -26,7 +26,7 @@ import os
 import time
 
 from lakefuse.checksums import ContentHasher, content_hasher
-from lakefuse.errors import LakefuseError
+from lakefuse.errors import LakefuseError, ObjectNotFound
 from lakefuse.fs.attributes import MTIME_NS_KEY, content_changed
 from lakefuse.fs.handles import RELEASE_WAIT, OpenFile
 from lakefuse.fs.owned import HASH_STATE_MIN_BYTES
@@ -81,7 +81,7 @@ class Uploader:
             # an object's own file takes appends only: copy it to a spool of its own first
         elif keep is None and at is not None and self._adopt(of, at):
             return
-        spool = self._state.spools.new()
+        spool = self._state.spools_for(of.node.tree.repo).new()
         try:
             if sealed is not None:
                 size = sealed.size() if keep is None else min(sealed.size(), keep)
@@ -169,7 +169,12 @@ class Uploader:
         opens its storage, so it is made on a worker thread)."""
         local = self._stores_locally.get(repo)
         if local is None:
-            local = self._stores_locally[repo] = bool(self._backend.stores_locally(repo))
+            local = bool(self._backend.stores_locally(repo))
+            in_place = getattr(self._backend, "in_place_objects", None)  # optional
+            site = in_place(repo) if local and in_place is not None else None
+            if site is not None:  # its files' spools are made where they become objects
+                self._state.add_in_place(repo, site)
+            self._stores_locally[repo] = local
         return local
 
     def appended(self, of: OpenFile, written: int) -> None:
@@ -380,7 +385,7 @@ class Uploader:
         open: fsync(2), a commit, a rename): the object must not change once stored, so the
         spool itself stays the file's, and storage takes the copy (holes kept as holes)."""
         live = of.spool
-        copy = self._state.spools.new()
+        copy = self._state.spools_for(of.node.tree.repo).new()
         try:
             copy.fill_from(live, live.size())
             # not put in ``of.spool``, even for a moment: the event loop reads the file's size
@@ -411,16 +416,38 @@ class Uploader:
         mtime, metadata, content_type = self._upload_settings(of)
         if not durable:
             self.unsynced.add(tree.repo)
-        entry = self._backend.store_file(tree.repo, spool.path, mtime=mtime, metadata=metadata,
-                                         content_type=content_type, checksum=hasher.hexdigest() if hasher else None,
-                                         move=move, durable=durable, source_fd=spool.fd)
+        entry = self._store_file(tree.repo, spool, checksum=hasher.hexdigest() if hasher else None, mtime=mtime,
+                                 metadata=metadata, content_type=content_type, move=move, durable=durable)
         if move:
-            spool.handed_over()
             self._owned.stored(tree, node.path, entry, cursor, hasher)
         if deferred:
             self._state.stager.put(tree, node.path, entry)
         else:
             self._state.stager.stage_now(tree, [(node.path, entry)])
+        return entry
+
+    def _store_file(self, repo: str, spool: Spool, *, checksum: str | None, mtime: int, metadata: dict[str, str],
+                    content_type: str | None = None, move: bool, durable: bool) -> Entry:
+        """A new object of ``repo`` holding the spool's bytes, staging nothing: its file made
+        where it becomes that object is given an entry there (``Spool.in_place_address``);
+        else the file is moved into storage (``move``, the spool sealed) or copied.  The spool
+        is handed over once storage took its file."""
+        reserve = self._state.in_place_spools.get(repo)
+        address = spool.in_place_address(reserve.in_place) if reserve is not None and checksum else None
+        if address is not None:
+            try:
+                entry = self._backend.store_in_place(repo, address, spool.fd, checksum=checksum, mtime=mtime,
+                                                     metadata=metadata, content_type=content_type, durable=durable)
+            except ObjectNotFound:  # deleted meanwhile (by hand, or a gc with a short --min-age)
+                log.warning("the spool file %s was deleted before it was stored; storing a copy", spool.path)
+                move = False  # its bytes are still there, through the descriptor
+            else:
+                spool.handed_over()
+                return entry
+        entry = self._backend.store_file(repo, spool.path, mtime=mtime, metadata=metadata, content_type=content_type,
+                                         checksum=checksum, move=move, durable=durable, source_fd=spool.fd)
+        if move:
+            spool.handed_over()
         return entry
 
     def _restage_appended(self, of: OpenFile, durable: bool) -> Entry:
@@ -460,7 +487,7 @@ class Uploader:
         """Store ``data`` as a new object of ``tree``'s repository, staging nothing (a symbolic
         link's target, a special file's empty object): moved into local storage like a closed
         file, and durable at the next sync like one."""
-        spool = self._state.spools.new()
+        spool = self._state.spools_for(tree.repo).new()
         try:
             if data:
                 spool.write(0, data)
@@ -468,38 +495,28 @@ class Uploader:
             if move:
                 spool.seal()
             self.unsynced.add(tree.repo)
-            entry = self._backend.store_file(tree.repo, spool.path, mtime=mtime, metadata=metadata, move=move,
-                                             durable=False, source_fd=spool.fd)
-            if move:
-                spool.handed_over()
-            return entry
+            hasher = self._backend.content_hasher()
+            hasher.update(data)
+            return self._store_file(tree.repo, spool, checksum=hasher.hexdigest(), mtime=mtime, metadata=metadata,
+                                    move=move, durable=False)
         finally:
             spool.close()
 
     def upload_empty(self, tree: Tree, key: str, metadata: dict[str, str], mtime: int | None = None) -> Entry:
         """Store and stage an empty object (a directory marker); ``mtime``: default now."""
-        spool = self._state.spools.new()
-        self.unsynced.add(tree.repo)
-        try:  # moved into storage, not fsynced (the checksum given: storage does not read it)
-            entry = self._backend.upload_file(tree.repo, tree.branch, key, spool.path,
-                                              mtime=int(time.time()) if mtime is None else mtime,
-                                              metadata=metadata, checksum=_EMPTY_CHECKSUM, move=True, durable=False)
-            spool.handed_over()
-            return entry
-        finally:
-            spool.close()
+        entry = self.store_empty(tree, metadata, mtime)
+        self._state.stager.stage_now(tree, [(key, entry)])
+        return entry
 
     def store_empty(self, tree: Tree, metadata: dict[str, str], mtime: int | None = None) -> Entry:
         """Store an empty object (a directory marker), staging nothing: ``upload_empty`` for a
-        caller that stages it with the stager's next batch."""
-        spool = self._state.spools.new()
+        caller that stages it with the stager's next batch.  A new empty spool's file, where it
+        lies or moved into storage, not fsynced (the checksum given: storage does not read it)."""
+        spool = self._state.spools_for(tree.repo).new()
         self.unsynced.add(tree.repo)
         try:
-            entry = self._backend.store_file(tree.repo, spool.path,
-                                             mtime=int(time.time()) if mtime is None else mtime,
-                                             metadata=metadata, checksum=_EMPTY_CHECKSUM, move=True, durable=False,
-                                             source_fd=spool.fd)
-            spool.handed_over()
-            return entry
+            return self._store_file(tree.repo, spool, checksum=_EMPTY_CHECKSUM,
+                                    mtime=int(time.time()) if mtime is None else mtime, metadata=metadata,
+                                    move=True, durable=False)
         finally:
             spool.close()

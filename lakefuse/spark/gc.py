@@ -11,8 +11,9 @@ What is referenced (lakeFS semantics):
 Everything else under ``data/`` of the storage namespace is garbage: objects of commits that
 expired or that no branch reaches any more, and uncommitted objects overwritten or deleted
 before a commit.  Objects younger than ``min_age_seconds`` (mtime) are never deleted (an upload
-may not be staged yet, a commit may be under way), nor objects modified after the listing
-began; they are counted as ``too_young``.  Never
+may not be staged yet, a commit may be under way, a mount may be writing a file made under
+``data/`` where it becomes an object: for at most ``lakefuse.fs.spool.IN_PLACE_SECONDS``), nor
+objects modified after the listing began; they are counted as ``too_young``.  Never
 touched: anything outside ``data/`` - ``_lakefs/`` (ranges, metaranges), action logs, markers,
 foreign files - the namespaces of other repositories nested inside this one, and objects with
 full addresses outside the namespace (imports); a full address that points inside the

@@ -13,7 +13,7 @@ from block.contract import CONTRACT_TRANSFER, BlockAdapterContract
 from lakefuse.block import local as local_module
 from lakefuse.block.base import RESERVED_SEGMENT_PREFIX
 from lakefuse.block.local import LocalBlockAdapter
-from lakefuse.errors import NameTooLong, StorageError
+from lakefuse.errors import NameTooLong, ObjectNotFound, StorageError
 
 
 class TestLocalContract(BlockAdapterContract):
@@ -189,6 +189,42 @@ def test_a_hard_linked_or_symlinked_file_is_copied_not_moved(store, tmp_path):
     store.put_file("soft", str(symlink), move=True)
     assert store.get("soft") == b"shared inode"
     assert not os.path.lexists(symlink) and other_name.read_bytes() == b"shared inode"
+
+
+def test_a_file_written_at_a_new_keys_own_path_is_adopted_as_it_is(store, monkeypatch):
+    store.put("data/other", b"x")  # the directory exists
+    path = store.local_path("data/written-here")
+    assert path == os.path.join(store.root, "data", "written-here")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        os.write(fd, b"written in place")
+        inode = os.fstat(fd).st_ino
+        synced = []
+        real_fsync = os.fsync
+        monkeypatch.setattr(os, "fsync",
+                            lambda f: synced.append(os.path.realpath(f"/proc/self/fd/{f}")) or real_fsync(f))
+        stat = store.adopt_file("data/written-here", fd, durable=False)
+        assert (stat.key, stat.size) == ("data/written-here", 16) and synced == []
+        store.adopt_file("data/written-here", fd)  # durable: the file, then its directory
+        assert synced == [path, os.path.dirname(path)]
+        assert store.get("data/written-here") == b"written in place" and os.stat(path).st_ino == inode
+        os.unlink(path)
+        with pytest.raises(ObjectNotFound, match="deleted"):
+            store.adopt_file("data/written-here", fd)
+    finally:
+        os.close(fd)
+
+
+def test_a_move_of_a_file_deleted_meanwhile_copies_it_from_its_descriptor(store, tmp_path):
+    source = tmp_path / "spool"
+    source.write_bytes(b"still open")
+    fd = os.open(source, os.O_RDONLY)
+    try:
+        source.unlink()
+        stat = store.put_file("k", str(source), move=True, source_fd=fd)
+    finally:
+        os.close(fd)
+    assert stat.size == 10 and store.get("k") == b"still open"
 
 
 def test_a_put_makes_again_a_directory_removed_after_an_earlier_put_made_it(store, tmp_path):

@@ -50,16 +50,19 @@ def drive(fs, make_driver):
 
 
 def object_files(namespace: str) -> dict[str, int]:
-    """Data objects in the namespace: path -> allocated bytes."""
+    """Data objects in the namespace holding bytes: path -> allocated bytes (not the empty files
+    that wait there to become the next spools, see ``SpoolReserve``)."""
     out = {}
     for directory, _dirs, names in os.walk(namespace):
         for name in names:
             path = os.path.join(directory, name)
             if "/data/" in path:
                 try:
-                    out[path] = os.lstat(path).st_blocks * 512
+                    st = os.lstat(path)
                 except FileNotFoundError:
-                    pass  # reclaimed meanwhile
+                    continue  # reclaimed meanwhile
+                if st.st_size > 0:
+                    out[path] = st.st_blocks * 512
     return out
 
 

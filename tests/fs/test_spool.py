@@ -1,7 +1,7 @@
 """Spool files: write-behind (queued appends written by a background thread, with O_DIRECT
 blocks where the filesystem allows it) stays byte-for-byte coherent with ordinary writes,
 fails for good on a write error, and feeds a SpoolTail from memory; a SpoolReserve hands out
-spools whose files a thread of its own made ahead."""
+spools whose files a thread of its own made ahead, in place: named as the objects they become."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import pytest
 
 import lakefuse.fs.spool as spool_module
 from lakefuse.errors import StorageError
+from lakefuse.fs.backend import InPlaceObjects
 from lakefuse.fs.spool import Spool, SpoolReserve, SpoolTail
 
 
@@ -303,6 +304,52 @@ def test_a_reserve_waits_for_the_creates_to_pause_before_it_makes_files(tmp_path
     for spool in taken:
         spool.close()
     assert list(tmp_path.rglob("spool-*")) == []
+
+
+def in_place_site(directory) -> InPlaceObjects:
+    names = iter(range(1_000_000))
+    return InPlaceObjects(str(directory), "data/", lambda: f"obj{next(names):07d}")
+
+
+def test_a_reserve_in_place_makes_files_named_as_the_objects_they_become(tmp_path):
+    site = in_place_site(tmp_path / "data")  # made by the reserve: no subdirectories
+    reserve = SpoolReserve(str(tmp_path / "spool"), size=3, in_place=site)
+    first = reserve.new()  # made here
+    assert first.path == str(tmp_path / "data" / "obj0000000")
+    assert first.in_place_address(site) == "data/obj0000000"
+    assert _wait_until(lambda: reserve.waiting() == 3)
+    taken = reserve.new()  # made ahead, by the reserve's thread
+    assert os.path.dirname(taken.path) == str(tmp_path / "data") and taken.made_mtime_ns is not None
+    assert taken.in_place_address(site) == "data/" + os.path.basename(taken.path)
+    assert taken.in_place_address(in_place_site(tmp_path / "data")) is None  # another repository's
+    assert not (tmp_path / "spool").exists()
+    taken.handed_over()
+    assert taken.in_place_address(site) is None  # storage took it
+    reserve.close()
+    for spool in (first, taken):
+        spool.close()
+    assert sorted(os.listdir(tmp_path / "data")) == [os.path.basename(taken.path)]  # handed over: kept
+
+
+def test_a_spool_in_place_stops_being_one_when_too_old_and_the_reserve_drops_old_files(tmp_path, monkeypatch):
+    site = in_place_site(tmp_path)
+    reserve = SpoolReserve(str(tmp_path), size=2, in_place=site)
+    young = reserve.new()
+    assert _wait_until(lambda: reserve.waiting() == 2)
+    waiting = {os.path.join(tmp_path, name) for name in os.listdir(tmp_path)} - {young.path}
+    now = time.time_ns()
+    # an hour from now: the spool is older than IN_PLACE_SECONDS, the waiting files than half of it
+    monkeypatch.setattr(spool_module.time, "time_ns", lambda: now + 3600 * 10**9)
+    assert young.in_place_address(site) is None  # moved to a fresh address when stored
+    fresh = reserve.new()  # the old waiting files are deleted, one is made now
+    assert fresh.path not in waiting and fresh.made_mtime_ns is None
+    assert fresh.in_place_address(site) == "data/" + os.path.basename(fresh.path)
+    assert not any(os.path.exists(path) for path in waiting)
+    monkeypatch.undo()
+    reserve.close()
+    for spool in (young, fresh):
+        spool.close()
+    assert os.listdir(tmp_path) == []
 
 
 def test_a_reserve_that_cannot_create_files_reports_it_at_new(tmp_path):

@@ -488,22 +488,26 @@ def test_daemon_mode_reports_readiness_and_errors(lake_home, tmp_path):
 
 @pytest.mark.parametrize("kernel_writes", [True, False], ids=["kernel-writes", "mount-writes"])
 def test_a_full_spool_disk_fails_the_write_with_enospc(tmp_path, kernel_writes):
-    """The spool directory on a 16 MiB tmpfs: copying 64 MiB in fails with ENOSPC, and the mount
-    keeps serving.  Written by the mount (opened for appending), a failed background write fails
-    the file at a later write or at close, and nothing of it is staged: the writer was told
-    its bytes were taken.  Written by the kernel into the spool (an open from empty), the
-    write(2) that found the disk full fails itself, so the file keeps what was written before
-    it, as on a local disk."""
+    """The spool directory and the repository's storage (where the spools of its files are
+    made, see ``SpoolReserve``) each on a 16 MiB tmpfs: copying 64 MiB in fails with ENOSPC,
+    and the mount keeps serving.  Written by the mount (opened for appending), a failed
+    background write fails the file at a later write or at close, and nothing of it is staged:
+    the writer was told its bytes were taken.  Written by the kernel into the spool (an open
+    from empty), the write(2) that found the disk full fails itself, so the file keeps what was
+    written before it, as on a local disk; deleting it frees the disk again."""
     home = LakeHome(tmp_path / "home")
-    home.create_repository("full")
     spool = tmp_path / "home" / "spool"
-    spool.mkdir()
-    mounted_tmpfs = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(spool)],
-                                   capture_output=True, text=True)
-    if mounted_tmpfs.returncode != 0:
-        home.close()
-        pytest.skip(f"cannot mount a tmpfs: {mounted_tmpfs.stderr.strip()}")
+    namespace = Path(home.app.default_namespace("full")[len("local://"):])
+    tmpfs = []
     try:
+        for directory in (spool, namespace):
+            directory.mkdir(parents=True)
+            mounted_tmpfs = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(directory)],
+                                           capture_output=True, text=True)
+            if mounted_tmpfs.returncode != 0:
+                pytest.skip(f"cannot mount a tmpfs: {mounted_tmpfs.stderr.strip()}")
+            tmpfs.append(directory)
+        home.create_repository("full")
         with mounted(home, tmp_path / "mnt", "lakefs://full/main") as lake:
             data = os.urandom(64 * 1024 * 1024)
             written = 0
@@ -513,12 +517,17 @@ def test_a_full_spool_disk_fails_the_write_with_enospc(tmp_path, kernel_writes):
                         written += f.write(data[offset:offset + 1024 * 1024])
             assert exc.value.errno == errno.ENOSPC
 
+            def holding_bytes(directory: Path) -> set[str]:
+                # empty files wait in the mount's reserves of new spools
+                return {str(path) for path in directory.rglob("*") if path.is_file() and path.stat().st_size}
+
             def leftovers():
-                # spool files holding bytes (empty ones wait in the mount's reserve)
-                spooled = [path.name for path in spool.rglob("*") if path.is_file() and path.stat().st_size]
+                staged = {o.path: o for o in home.catalog.list_objects("full", "main").items}
+                kept = {str(namespace / o.entry.physical_address) for o in staged.values()}
+                spooled = holding_bytes(spool) | (holding_bytes(namespace / "data") - kept)
                 if kernel_writes:
-                    return spooled
-                return spooled + [name for name in os.listdir(lake.mountpoint) if name == "big.bin"]
+                    return sorted(spooled) + ([] if "big.bin" in staged else ["big.bin not staged"])
+                return sorted(spooled) + [name for name in os.listdir(lake.mountpoint) if name == "big.bin"]
 
             deadline = time.monotonic() + 10  # the kernel sends RELEASE after close(2) returned
             while leftovers() and time.monotonic() < deadline:
@@ -529,18 +538,20 @@ def test_a_full_spool_disk_fails_the_write_with_enospc(tmp_path, kernel_writes):
                 assert 0 < written < len(data)
                 kept = (lake / "big.bin").read_bytes()
                 assert len(kept) >= written and kept == data[:len(kept)]
-                deadline = time.monotonic() + 10
-                while "big.bin" not in staged and time.monotonic() < deadline:
-                    time.sleep(0.05)
-                    staged = {o.path: o for o in home.catalog.list_objects("full", "main").items}
                 assert staged["big.bin"].entry.size == len(kept)
+                (lake / "big.bin").unlink()  # its object is the mount's own: deleted from storage soon
+                deadline = time.monotonic() + 10
+                while holding_bytes(namespace / "data") and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                assert not holding_bytes(namespace / "data")
             else:
                 assert "big.bin" not in staged
             (lake / "small.txt").write_bytes(b"still serving")
             assert (lake / "small.txt").read_bytes() == b"still serving"
             assert "unexpected error" not in lake.logs()
     finally:
-        subprocess.run(["umount", "-l", str(spool)], capture_output=True)
+        for directory in tmpfs:
+            subprocess.run(["umount", "-l", str(directory)], capture_output=True)
         home.close()
 
 

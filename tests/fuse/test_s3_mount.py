@@ -56,3 +56,8 @@ def test_writes_upload_to_s3(s3_lake):
         os.fsync(f.fileno())  # staged now (a close alone stages with the next batch)
     assert home.catalog.read_object("remote", "main", "written.bin") == payload
     assert (mount / "main/written.bin").read_bytes() == payload
+    # S3 offers no place where a file becomes an object as it lies: spools stay in the spool
+    # directory (see SpoolReserve), and nothing but objects was written to the bucket
+    assert home.catalog.in_place_site("remote") is None
+    listed = list(home.catalog.repository_block("remote").list("data/"))
+    assert {stat.size for stat in listed} >= {len(payload)} and 0 not in {stat.size for stat in listed}

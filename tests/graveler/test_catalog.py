@@ -120,6 +120,38 @@ def test_upload_file_refuses_a_malformed_checksum_and_a_missing_branch_before_mo
     assert spool.read_bytes() == b"data" and not (tmp_path / "ns" / "data").exists()
 
 
+def test_a_file_made_in_place_becomes_an_object_without_a_move(catalog, crepo, tmp_path):
+    directory, prefix = catalog.in_place_site(crepo)
+    assert (directory, prefix) == (str(tmp_path / "ns" / "data"), "data/")
+    address = catalog.new_address()
+    assert address.startswith("data/") and catalog.new_address() != address
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, address[len(prefix):])
+    data = os.urandom(3000)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        os.write(fd, data)
+        with pytest.raises(InvalidArgument, match="blake3"):
+            catalog.store_in_place(crepo, address, fd, checksum=hashlib.sha256(data).hexdigest())
+        with pytest.raises(InvalidArgument, match="in place"):
+            catalog.store_in_place(crepo, "_lakefs/elsewhere", fd, checksum=blake3_checksum(data))
+        entry = catalog.store_in_place(crepo, address, fd, checksum=blake3_checksum(data), mtime=9,
+                                       metadata={"k": "v"}, durable=False)
+    finally:
+        os.close(fd)
+    assert (entry.physical_address, entry.size, entry.mtime, dict(entry.metadata)) == (address, 3000, 9, {"k": "v"})
+    assert catalog.list_objects(crepo, "main").items == []  # nothing staged
+    catalog.stage_entries(crepo, "main", [("in-place.bin", entry)])
+    assert catalog.read_object(crepo, "main", "in-place.bin") == data  # and the checksum verifies
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.unlink(path)
+        with pytest.raises(ObjectNotFound):
+            catalog.store_in_place(crepo, address, fd, checksum=blake3_checksum(data))
+    finally:
+        os.close(fd)
+
+
 def test_upload_to_missing_branch_writes_nothing(catalog, crepo, tmp_path):
     with pytest.raises(RefNotFound):
         catalog.upload_bytes(crepo, "nope", "x", b"data")
