@@ -1,5 +1,6 @@
 """Fixtures of the filesystem-semantics tests: a ``LakeFilesystem`` over the in-memory backend,
-driven without a kernel, and small helpers that walk paths the way the kernel would."""
+driven without a kernel, and small helpers that walk paths the way the kernel would; the real
+core (``core``, ``namespace``) for the tests of what the filesystem does over it."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import os
 
 import pytest
 
+from lakefuse.app import App
+from lakefuse.config import load_config
 from lakefuse.fs.filesystem import LakeFilesystem
 from lakefuse.fs.memory import MemoryBackend
 
@@ -22,6 +25,22 @@ def backend():
     b.create_tag("sales", "v1", "main")
     b.create_repository("other")
     return b
+
+
+@pytest.fixture
+def core(tmp_path):
+    """The real core (SQLite, a local storage namespace) in a fresh home, with an empty
+    repository ``sales``."""
+    app = App(load_config(environ={"LAKEFUSE_HOME": str(tmp_path / "home")}))
+    app.catalog.create_repository("sales", app.default_namespace("sales"))
+    yield app
+    app.close()
+
+
+@pytest.fixture
+def namespace(core) -> str:
+    """The local directory of the storage namespace of ``core``'s repository ``sales``."""
+    return core.default_namespace("sales")[len("local://"):]
 
 
 @pytest.fixture

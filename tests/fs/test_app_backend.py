@@ -15,15 +15,12 @@ from lakefuse.graveler.quick import NotQuick, quick_only
 
 
 @pytest.fixture
-def app(tmp_path):
-    app = App(load_config(environ={"LAKEFUSE_HOME": str(tmp_path / "home")}))
-    app.catalog.create_repository("sales", app.default_namespace("sales"))
+def app(core):
     for path in ("d/file.csv", "d/dir/", "d/dir/inner.txt", "d/bare/x.txt", "d/dir-sibling.txt"):
-        app.catalog.upload_bytes("sales", "main", path, b"bytes of " + path.encode())
-    app.catalog.commit("sales", "main", "first", "tests")
-    app.catalog.upload_bytes("sales", "main", "d/staged.txt", b"staged")
-    yield app
-    app.close()
+        core.catalog.upload_bytes("sales", "main", path, b"bytes of " + path.encode())
+    core.catalog.commit("sales", "main", "first", "tests")
+    core.catalog.upload_bytes("sales", "main", "d/staged.txt", b"staged")
+    return core
 
 
 def test_get_entry_or_child_tells_a_file_a_directory_and_nothing_apart(app):

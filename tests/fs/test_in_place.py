@@ -12,24 +12,14 @@ import os
 import pytest
 
 import lakefuse.fs.spool as spool_module
-from lakefuse.app import App
-from lakefuse.config import load_config
 from lakefuse.fs.app_backend import AppBackend
 from lakefuse.fs.filesystem import LakeFilesystem
 from lakefuse.fs.memory import MemoryBackend
 
 
 @pytest.fixture
-def app(tmp_path):
-    app = App(load_config(environ={"LAKEFUSE_HOME": str(tmp_path / "home")}))
-    app.catalog.create_repository("sales", app.default_namespace("sales"))
-    yield app
-    app.close()
-
-
-@pytest.fixture
-def namespace(app) -> str:
-    return app.default_namespace("sales")[len("local://"):]
+def app(core):
+    return core
 
 
 @pytest.fixture

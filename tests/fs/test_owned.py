@@ -22,18 +22,10 @@ MiB = 1024 * 1024
 
 
 @pytest.fixture
-def app(tmp_path):
-    app = App(load_config(environ={"LAKEFUSE_HOME": str(tmp_path / "home")}))
-    app.catalog.create_repository("sales", app.default_namespace("sales"))
-    app.catalog.upload_bytes("sales", "main", "seed.txt", b"seed")
-    app.catalog.commit("sales", "main", "seed", "tests")
-    yield app
-    app.close()
-
-
-@pytest.fixture
-def namespace(app) -> str:
-    return app.default_namespace("sales")[len("local://"):]
+def app(core):
+    core.catalog.upload_bytes("sales", "main", "seed.txt", b"seed")
+    core.catalog.commit("sales", "main", "seed", "tests")
+    return core
 
 
 @pytest.fixture
