@@ -6,11 +6,13 @@ object's bytes on the first write that does not truncate it (``ensure_spool``) o
 rename, unmount).  Only an fsync(2) asks for a durable upload: other uploads leave the object's
 bytes to the kernel's writeback (they survive a crash of the mount, not of the machine) and
 note the repository in ``unsynced``; the next fsync(2) of a file or directory of it syncs
-storage, and a commit makes everything it takes durable first (``Catalog.commit``).  A big file written in order from empty gets a ``SpoolTail`` once it passes
-``TAIL_MIN_BYTES``: its bytes are hashed as they arrive when storage is on this machine (the
-spool file is then moved into storage at close, not copied), else streamed to storage while
-written, so close costs little more than an fsync.  Also the empty objects of directory
-markers (``upload_empty``).
+storage, and a commit makes everything it takes durable first (``Catalog.commit``).  Where
+storage is a local directory, a spool is made where it becomes an object (``MountState.spools_for``,
+``SpoolReserve`` in place), and storing it gives it an entry there (``_store_file``); other
+local spools are moved into storage, not copied.  A big file written in order from empty gets a
+``SpoolTail`` once it passes ``TAIL_MIN_BYTES``: its bytes are hashed as they arrive when
+storage is on this machine, else streamed to storage while written, so close costs little
+more than an fsync.  Also the empty objects of directory markers (``upload_empty``).
 
 Objects the mount stored and nobody else can have seen are recorded in ``MountState.owned``
 (``lakefuse.fs.owned``): an append to such a file writes into its object's own file
