@@ -31,7 +31,6 @@ from lakefuse.checksums import ContentHasher, content_hasher
 from lakefuse.errors import LakefuseError, ObjectNotFound
 from lakefuse.fs.attributes import MTIME_NS_KEY, content_changed
 from lakefuse.fs.handles import RELEASE_WAIT, OpenFile
-from lakefuse.fs.owned import HASH_STATE_MIN_BYTES
 from lakefuse.fs.spool import Spool, SpoolTail
 from lakefuse.fs.state import MountState
 from lakefuse.fs.tree import PathStat, Tree
