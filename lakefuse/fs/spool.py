@@ -220,17 +220,29 @@ def copy_data(source: int, target: int, size: int) -> None:
         offset = end
 
 
-def _create_spool_file(directory: str, new_name: Callable[[], str] | None = None) -> tuple[str, int]:
+def _create_spool_file(directory: str, new_name: Callable[[], str] | None = None,
+                       make_directory: bool = False) -> tuple[str, int]:
     """A new empty file in ``directory`` of a random name, or of one ``new_name`` makes:
-    (path, read-write descriptor)."""
+    (path, read-write descriptor).  ``make_directory``: (re)create the directory if it is
+    missing (storage's ``data/``, which removing its last object removes)."""
     # 0o666 less the umask, like the local block adapter's objects: a spool may become one
+    path = None
     for _ in range(_CREATE_ATTEMPTS):
-        name = f"spool-{secrets.token_hex(8)}" if new_name is None else new_name()
-        path = os.path.join(directory, name)
+        if path is None:
+            path = os.path.join(directory, f"spool-{secrets.token_hex(8)}" if new_name is None else new_name())
         try:
             return path, os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
         except FileExistsError:
+            path = None  # another name
             continue
+        except FileNotFoundError as exc:
+            if not make_directory:
+                raise StorageError(f"cannot create a spool file in {directory}: {exc.strerror}") from None
+            try:
+                os.makedirs(directory, exist_ok=True)
+            except OSError as made:
+                raise StorageError(f"cannot create a spool file in {directory}: {made.strerror}") from None
+            continue  # the same name, in the directory made again
         except OSError as exc:
             raise StorageError(f"cannot create a spool file in {directory}: {exc.strerror}") from None
     raise StorageError(f"cannot create a spool file in {directory}: every name tried exists")
@@ -305,7 +317,6 @@ class SpoolReserve:
         self._start_lock = threading.Lock()
         self._made = 0
         self._subdirectories: set[int] = set()
-        self._directory_made = False  # in place: ``_in_place_directory``
         self._last_taken = 0.0  # time.monotonic() of the last ``new``
         self._closing = threading.Event()  # wakes the thread out of its wait for quiet
 
@@ -318,8 +329,8 @@ class SpoolReserve:
             except IndexError:
                 if self._made and self._size < self._most:  # emptied by a burst: keep more
                     self._size = min(self._size * 2, self._most)
-                directory = self.directory if self.in_place is None else self._in_place_directory()
-                path, fd = _create_spool_file(directory, self._new_name)
+                path, fd = _create_spool_file(self.directory, self._new_name,
+                                              make_directory=self.in_place is not None)
                 made_mtime_ns = None  # just made: its mtime is the create's
                 made_ns = now_ns
                 break
@@ -379,7 +390,7 @@ class SpoolReserve:
                 self._made += 1
                 try:
                     if self.in_place is not None:
-                        path, fd = _create_spool_file(self._in_place_directory(), self._new_name)
+                        path, fd = _create_spool_file(self.directory, self._new_name, make_directory=True)
                     else:
                         path, fd = _create_spool_file(self._subdirectory(self._made % RESERVE_DIRECTORIES))
                 except (StorageError, OSError):
@@ -391,14 +402,6 @@ class SpoolReserve:
                 self._ready.append((path, made_mtime_ns))
                 if self._closed:  # ``close`` may have emptied the queue before this append
                     self._discard_waiting()
-
-    def _in_place_directory(self) -> str:
-        """The directory files are made in, in place (made on first use: storage makes its
-        directories as it stores objects)."""
-        if not self._directory_made:
-            os.makedirs(self.directory, exist_ok=True)
-            self._directory_made = True
-        return self.directory
 
     def _subdirectory(self, number: int) -> str:
         path = os.path.join(self.directory, f"ahead-{number}")

@@ -352,6 +352,22 @@ def test_a_spool_in_place_stops_being_one_when_too_old_and_the_reserve_drops_old
     assert os.listdir(tmp_path) == []
 
 
+def test_a_reserve_in_place_makes_its_directory_again_when_storage_removed_it(tmp_path):
+    site = in_place_site(tmp_path / "data")  # storage removes data/ with its last object
+    reserve = SpoolReserve(str(tmp_path), size=2, in_place=site)
+    first = reserve.new()
+    assert _wait_until(lambda: reserve.waiting() == 2)
+    first.close()
+    for name in os.listdir(tmp_path / "data"):  # its objects and the waiting files deleted (gc)
+        os.unlink(tmp_path / "data" / name)
+    os.rmdir(tmp_path / "data")
+    again = reserve.new()  # the waiting files are gone: made on the spot, in a new data/
+    assert os.path.dirname(again.path) == str(tmp_path / "data") and again.made_mtime_ns is None
+    assert again.in_place_address(site) == "data/" + os.path.basename(again.path)
+    reserve.close()
+    again.close()
+
+
 def test_a_reserve_that_cannot_create_files_reports_it_at_new(tmp_path):
     reserve = SpoolReserve(str(tmp_path / "gone"), size=2)  # its directory was removed
     with pytest.raises(StorageError, match="cannot create a spool file"):
