@@ -341,10 +341,10 @@ def test_a_spool_in_place_stops_being_one_when_too_old_and_the_reserve_drops_old
     # an hour from now: the spool is older than IN_PLACE_SECONDS, the waiting files than half of it
     monkeypatch.setattr(spool_module.time, "time_ns", lambda: now + 3600 * 10**9)
     assert young.in_place_address(site) is None  # moved to a fresh address when stored
-    fresh = reserve.new()  # the old waiting files are deleted, one is made now
+    fresh = reserve.new()  # the old waiting files are let go (the thread deletes them), one is made now
     assert fresh.path not in waiting and fresh.made_mtime_ns is None
     assert fresh.in_place_address(site) == "data/" + os.path.basename(fresh.path)
-    assert not any(os.path.exists(path) for path in waiting)
+    assert _wait_until(lambda: not any(os.path.exists(path) for path in waiting))
     monkeypatch.undo()
     reserve.close()
     for spool in (young, fresh):
