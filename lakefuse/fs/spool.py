@@ -58,6 +58,8 @@ _CREATE_ATTEMPTS = 16
 RESERVE_SPOOLS = 32
 #: ... and at most, after bursts of creates emptied the reserve
 RESERVE_SPOOLS_MOST = 4096
+#: files made ahead that waited too long, deleted by the reserve's thread this many at a time
+EXPIRED_BATCH = 64
 #: subdirectories of the spool directory they are spread over (see ``SpoolReserve``)
 RESERVE_DIRECTORIES = 8
 #: a spool made where it becomes an object is stored there only this long after it was made;
@@ -398,7 +400,10 @@ class SpoolReserve:
                 if busy_for > 0:  # spools are being taken: not now
                     self._closing.wait(busy_for)
                     continue
-                self._discard(self._expired.popleft())
+                stale = self._expired[0]
+                self._discard(stale, EXPIRED_BATCH)  # a few at a time: a burst may begin meanwhile
+                if not stale:
+                    self._expired.popleft()
             while not self._closed and len(self._ready) < self._size:
                 busy_for = REFILL_QUIET_SECONDS - (time.monotonic() - self._last_taken)
                 if busy_for > 0:  # spools are being taken: not now (see the class's docstring)
@@ -443,14 +448,17 @@ class SpoolReserve:
             self._discard(self._expired.popleft())
 
     @staticmethod
-    def _discard(files: deque[tuple[str, int]]) -> None:
-        while True:
+    def _discard(files: deque[tuple[str, int]], most: int | None = None) -> None:
+        """Delete the files (``most``: at most that many of them)."""
+        while most is None or most > 0:
             try:
                 path, _ = files.popleft()
             except IndexError:
                 return
             with contextlib.suppress(OSError):
                 os.unlink(path)
+            if most is not None:
+                most -= 1
 
 
 class Spool:

@@ -332,6 +332,7 @@ def test_a_reserve_in_place_makes_files_named_as_the_objects_they_become(tmp_pat
 
 
 def test_a_spool_in_place_stops_being_one_when_too_old_and_the_reserve_drops_old_files(tmp_path, monkeypatch):
+    monkeypatch.setattr(spool_module, "EXPIRED_BATCH", 1)  # deleted one at a time
     site = in_place_site(tmp_path)
     reserve = SpoolReserve(str(tmp_path), size=2, in_place=site)
     young = reserve.new()
