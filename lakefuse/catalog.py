@@ -78,6 +78,13 @@ class Difference:
     right: Entry | None
 
 
+def _check_content_checksum(checksum: str) -> None:
+    """``InvalidArgument`` unless ``checksum`` has the form ``content_hasher()`` gives."""
+    if not is_content_checksum(checksum):
+        raise InvalidArgument(f"checksum must be a content_hasher() digest ('blake3:' and 64 hex digits), "
+                              f"got {checksum!r}")
+
+
 def _file_checksum(local_path: str | os.PathLike) -> str:
     hasher = content_hasher()
     try:
@@ -390,11 +397,10 @@ class Catalog:
         nothing is staged (``stage_entries`` does that).  The options are ``upload_file``'s;
         ``source_fd``: a descriptor of the file the caller holds open (see ``put_file``)."""
         metadata = string_map(metadata, "user metadata")
-        if checksum is not None and not is_content_checksum(checksum):
-            raise InvalidArgument(f"checksum must be a content_hasher() digest ('blake3:' and 64 hex digits), "
-                                  f"got {checksum!r}")
         if checksum is None:
             checksum = _file_checksum(local_path)
+        else:
+            _check_content_checksum(checksum)
         address = self.new_address()
         stored = self.repository_block(repo_id).put_file(address, os.fspath(local_path), move=move,
                                                             durable=durable, source_fd=source_fd)
@@ -416,9 +422,7 @@ class Catalog:
         ``address``, open as ``fd``, whose ``checksum`` the caller computed; nothing is moved,
         copied or staged.  ``ObjectNotFound`` if the file was deleted meanwhile."""
         metadata = string_map(metadata, "user metadata")
-        if not is_content_checksum(checksum):
-            raise InvalidArgument(f"checksum must be a content_hasher() digest ('blake3:' and 64 hex digits), "
-                                  f"got {checksum!r}")
+        _check_content_checksum(checksum)
         adopt = getattr(self.repository_block(repo_id), "adopt_file", None)
         if adopt is None or not address.startswith(DATA_PREFIX):
             raise InvalidArgument(f"{address!r} is not an address of a file written in place")

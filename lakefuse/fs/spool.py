@@ -304,12 +304,7 @@ class SpoolReserve:
         growing).  ``in_place``: make the files where they become objects (``directory`` is
         then its directory)."""
         self.in_place = in_place
-        if in_place is not None:
-            directory = in_place.directory
-            self._new_name: Callable[[], str] | None = in_place.new_name
-        else:
-            self._new_name = None
-        self.directory = directory
+        self.directory = directory if in_place is None else in_place.directory
         self._size = size if size > 0 else RESERVE_SPOOLS
         self._most = size if size > 0 else RESERVE_SPOOLS_MOST
         #: (path, mtime) of each file made ahead: paths only, a mount holds no descriptor for them
@@ -334,8 +329,7 @@ class SpoolReserve:
             except IndexError:
                 if self._made and self._size < self._most:  # emptied by a burst: keep more
                     self._size = min(self._size * 2, self._most)
-                path, fd = _create_spool_file(self.directory, self._new_name,
-                                              make_directory=self.in_place is not None)
+                path, fd = self._make_file()
                 made_mtime_ns = None  # just made: its mtime is the create's
                 made_ns = now_ns
                 break
@@ -356,7 +350,6 @@ class SpoolReserve:
         spool.made_mtime_ns = made_mtime_ns
         if self.in_place is not None:
             spool.in_place = self.in_place
-            spool.address = self.in_place.prefix + os.path.basename(path)
             spool.made_ns = made_ns
         return spool
 
@@ -411,10 +404,7 @@ class SpoolReserve:
                     continue
                 self._made += 1
                 try:
-                    if self.in_place is not None:
-                        path, fd = _create_spool_file(self.directory, self._new_name, make_directory=True)
-                    else:
-                        path, fd = _create_spool_file(self._subdirectory(self._made % RESERVE_DIRECTORIES))
+                    path, fd = self._make_file(self._made % RESERVE_DIRECTORIES)
                 except (StorageError, OSError):
                     break  # a full disk: ``new`` makes its own and reports it
                 try:
@@ -424,6 +414,13 @@ class SpoolReserve:
                 self._ready.append((path, made_mtime_ns))
                 if self._closed:  # ``close`` may have emptied the queue before this append
                     self._discard_waiting()
+
+    def _make_file(self, subdirectory: int | None = None) -> tuple[str, int]:
+        """A new empty file: in place, named as a fresh object address; else in the spool
+        directory, or in its subdirectory number ``subdirectory`` (the thread's)."""
+        if self.in_place is not None:
+            return _create_spool_file(self.directory, self.in_place.new_name, make_directory=True)
+        return _create_spool_file(self.directory if subdirectory is None else self._subdirectory(subdirectory))
 
     def _subdirectory(self, number: int) -> str:
         path = os.path.join(self.directory, f"ahead-{number}")
@@ -506,10 +503,9 @@ class Spool:
         #: the mtime of a file made ahead (``SpoolReserve``) when it was made: while the file
         #: still has it, nothing was written into it since (see ``write_time_ns``)
         self.made_mtime_ns: int | None = None
-        #: made where it becomes an object (``SpoolReserve`` in place): where that is, the
-        #: object's address, and when the file was made (``time.time_ns()``)
+        #: made where it becomes an object (``SpoolReserve`` in place): where that is, and when
+        #: the file was made (``time.time_ns()``)
         self.in_place: InPlaceObjects | None = None
-        self.address: str | None = None
         self.made_ns = 0
         self.listener: Callable[[int, bytes], None] | None = None
         # write-behind: (offset, bytes) in order, their total, the thread writing them, whether
@@ -761,6 +757,11 @@ class Spool:
                 break
             self.write(offset, chunk)
             offset += len(chunk)
+
+    @property
+    def address(self) -> str | None:
+        """The address of the object a spool made in place is (or would be), else None."""
+        return None if self.in_place is None else self.in_place.prefix + os.path.basename(self.path)
 
     def in_place_address(self, site: InPlaceObjects | None) -> str | None:
         """The address of the object this spool's file is where it lies, if storing it may

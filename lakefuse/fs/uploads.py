@@ -171,8 +171,7 @@ class Uploader:
         local = self._stores_locally.get(repo)
         if local is None:
             local = bool(self._backend.stores_locally(repo))
-            in_place = getattr(self._backend, "in_place_objects", None)  # optional
-            site = in_place(repo) if local and in_place is not None else None
+            site = self._backend.in_place_objects(repo) if local else None
             if site is not None:  # its files' spools are made where they become objects
                 self._state.add_in_place(repo, site)
             self._stores_locally[repo] = local
