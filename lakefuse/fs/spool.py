@@ -774,10 +774,12 @@ class Spool:
             return None
         return self.address
 
-    def handed_over(self) -> None:
-        """Storage took the file itself (moved it, or copied it and removed the path): ``close``
-        then closes the descriptor and leaves the path alone, without a look at it."""
+    def handed_over(self, size: int) -> None:
+        """Storage took the file itself (moved it, or copied it and removed the path), ``size``
+        bytes long: ``close`` then closes the descriptor and leaves the path alone, without a
+        look at it (nor an fstat for the size: the file is an object now, it no longer grows)."""
         self._handed_over = True
+        self._size = size
 
     def close(self) -> None:
         if self.closed:
@@ -799,7 +801,7 @@ class Spool:
             ours = False
         try:
             with self._cond:  # see ``_file_stat``
-                if self.kernel_writes:  # what ``size`` answers from now on
+                if self.kernel_writes and not self._handed_over:  # what ``size`` answers from now on
                     with contextlib.suppress(OSError):
                         self._size = os.fstat(self.fd).st_size
                 self._fd_closed = True

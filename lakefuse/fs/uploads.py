@@ -341,8 +341,9 @@ class Uploader:
             elif may_change or (kernel_written and of.spool_is_backing()):
                 # the spool stays the file's: storage takes a copy (see ``spool_is_backing``)
                 entry = self._store_copy(of, durable=durable, deferred=deferred)
-            else:
-                entry = self._store_spool(of, hasher=tail_result, durable=durable, deferred=deferred)
+            else:  # the size the signature's fstat gave: the kernel no longer writes (``may_change``)
+                entry = self._store_spool(of, hasher=tail_result, durable=durable, deferred=deferred,
+                                          size=signature[0] if signature is not None else None)
             if replaced is not None and replaced.physical_address != entry.physical_address and of.handles <= 1:
                 self._owned.superseded(tree, node.path, replaced)  # no other handle reads it
             # stored again if the spool changes meanwhile (``kernel_signature`` tells)
@@ -395,24 +396,25 @@ class Uploader:
             copy.close()
 
     def _store_spool(self, of: OpenFile, hasher: ContentHasher | None, durable: bool, deferred: bool,
-                     spool: Spool | None = None) -> Entry:
+                     spool: Spool | None = None, size: int | None = None) -> Entry:
         """Store the spool as a new object and stage it, now or (``deferred``) in the stager's
         next batch.  Storage on this machine takes the spool file itself (moved, not copied:
         the spool is sealed first, and a later write copies its bytes to a new spool); the
-        object is then the mount's own (``lakefuse.fs.owned``), with its hash state if big."""
+        object is then the mount's own (``lakefuse.fs.owned``), with its hash state if big.
+        ``size``: the spool's, if the caller just asked it (one fstat less)."""
         node = of.node
         tree = node.tree
         spool = of.spool if spool is None else spool  # (a copy of it: ``_store_copy``)
         if spool.sealed:  # an earlier move failed half-way: the file may be gone
             self.ensure_spool(of)
-            spool, hasher = of.spool, None
+            spool, hasher, size = of.spool, None, None
         move = self.local_storage(tree.repo)
         cursor = tree.change_cursor  # before storing: what the branch was at most
         if move:
             spool.seal()
             if hasher is None:  # from the open spool: storage need not open the file again
                 hasher = self._backend.content_hasher()
-                hasher.update_file(spool.fd, spool.size())
+                hasher.update_file(spool.fd, spool.size() if size is None else size)
         mtime, metadata, content_type = self._upload_settings(of)
         if not durable:
             self.unsynced.add(tree.repo)
@@ -442,12 +444,12 @@ class Uploader:
                 log.warning("the spool file %s was deleted before it was stored; storing a copy", spool.path)
                 move = False  # its bytes are still there, through the descriptor
             else:
-                spool.handed_over()
+                spool.handed_over(entry.size)
                 return entry
         entry = self._backend.store_file(repo, spool.path, mtime=mtime, metadata=metadata, content_type=content_type,
                                          checksum=checksum, move=move, durable=durable, source_fd=spool.fd)
         if move:
-            spool.handed_over()
+            spool.handed_over(entry.size)
         return entry
 
     def _restage_appended(self, of: OpenFile, durable: bool) -> Entry:

@@ -323,7 +323,7 @@ def test_a_reserve_in_place_makes_files_named_as_the_objects_they_become(tmp_pat
     assert taken.in_place_address(site) == "data/" + os.path.basename(taken.path)
     assert taken.in_place_address(in_place_site(tmp_path / "data")) is None  # another repository's
     assert not (tmp_path / "spool").exists()
-    taken.handed_over()
+    taken.handed_over(0)
     assert taken.in_place_address(site) is None  # storage took it
     reserve.close()
     for spool in (first, taken):
@@ -395,10 +395,22 @@ def test_a_spool_handed_over_to_storage_leaves_its_old_path_alone_at_close(tmp_p
     spool.seal()
     os.rename(spool.path, tmp_path / "object")  # storage took the file
     (tmp_path / spool.path).write_bytes(b"somebody else's")  # a new file at the old name
-    spool.handed_over()
+    spool.handed_over(13)
     spool.close()
     assert (tmp_path / spool.path).read_bytes() == b"somebody else's"
     assert (tmp_path / "object").read_bytes() == b"an object now"
+
+
+def test_a_spool_the_kernel_wrote_answers_its_stored_size_once_closed(tmp_path):
+    """Its size was the file's (fstat) while open; closed, what storage took."""
+    spool = Spool(str(tmp_path))
+    spool.kernel_writes = True
+    os.pwrite(spool.fd, b"written by the kernel", 0)  # as a passthrough write would
+    assert spool.size() == 21
+    spool.seal()
+    spool.handed_over(21)
+    spool.close()
+    assert spool.size() == 21
 
 
 def test_a_spool_made_ahead_has_no_write_time_until_something_writes_it(tmp_path):
