@@ -4,7 +4,7 @@ server does per request) and a lakefuse branch side by side: the kernel's own vi
 FUSE tracepoints (``fuse:fuse_request_send`` and ``fuse:fuse_request_end``, Linux 6.12 and
 later), with no instrumentation in any server.
 
-    python scripts/bench/fuse_requests.py [--workload create|utime|tar|grep|git|rm|all] [--files 300]
+    python scripts/bench/fuse_requests.py [--workload create|utime|tar|cp|grep|git|rm|all] [--files 300]
         [--runs 2] [--workdir DIR]
 
 Per workload and system: the workload's seconds, then per request kind (LOOKUP, CREATE,
@@ -25,6 +25,7 @@ not); exits 2 with a one-line reason when the kernel has no FUSE tracepoints.  T
 - ``utime``: the same, each followed by ``os.utime`` (what ``cp -p`` and ``git clone
   --no-hardlinks`` do after each copy);
 - ``tar``: ``tar x`` of a tree of ``--files`` files (small_files.py's kind: 1-200 KiB);
+- ``cp``: ``cp -r`` of the same tree from the local disk;
 - ``grep``: ``grep -r`` over the ``tar`` tree just written (run after it);
 - ``git``: ``git clone --no-hardlinks`` of a repository of ``--files`` files in 6 commits;
 - ``rm``: ``rm -r`` of the ``tar`` tree (run after it).
@@ -61,7 +62,7 @@ from small_files import NEEDLE, create_files, make_git_repo, make_tree  # noqa: 
 
 TRACEFS = Path("/sys/kernel/tracing")
 EVENTS = ("fuse/fuse_request_send", "fuse/fuse_request_end")
-WORKLOADS = ("create", "utime", "tar", "grep", "git", "rm")
+WORKLOADS = ("create", "utime", "tar", "cp", "grep", "git", "rm")
 REPO = "requests"
 #: traced on after a workload ends (untimed): the kernel sends RELEASE after close(2) returns
 SETTLE_SECONDS = 0.5
@@ -215,6 +216,8 @@ def run_workload(name: str, target: Path, fixtures: Path, files: int) -> None:
     elif name == "tar":
         subprocess.run(["tar", "-x", "--no-same-owner", "-f", str(fixtures / "tree.tar"), "-C", str(target)],
                        check=True)
+    elif name == "cp":
+        subprocess.run(["cp", "-r", str(fixtures / "tree"), str(target / "tree")], check=True)
     elif name == "git":
         subprocess.run(["git", "clone", "-q", "--no-hardlinks", str(fixtures / "repo"), str(target / "clone")],
                        check=True, capture_output=True)
@@ -224,7 +227,7 @@ def run_workload(name: str, target: Path, fixtures: Path, files: int) -> None:
 
 def make_fixtures(fixtures: Path, files: int, workloads: list[str]) -> None:
     fixtures.mkdir(parents=True)
-    if {"tar", "grep", "rm"} & set(workloads):
+    if {"tar", "cp", "grep", "rm"} & set(workloads):
         make_tree(fixtures / "tree", files, max(4, files // 35))
         subprocess.run(["tar", "-cf", str(fixtures / "tree.tar"), "-C", str(fixtures), "tree"], check=True)
     if "git" in workloads:
