@@ -3,7 +3,8 @@ missing `.crc` sibling and then a full read of the file (what Hadoop's checksum 
 for every file it opens), `find | xargs cat` of 4,000 files, and (with --spark) a Spark count of
 a dataset of 100,000 one-row CSV files, on a local directory, bindfs, the pyfuse3 mirror of the
 same directory (pyfuse3_mirror.py: what any pyfuse3 filesystem costs per request), a lakefuse
-commit and a lakefuse branch holding the same files, side by side in one run on the same disk.
+commit and a lakefuse branch holding the same files (the branch twice: as mounted by default, and
+with ``--passthrough-branches``), side by side in one run on the same disk.
 
     python scripts/bench/many_small_reads.py [--runs 3] [--dirs 100] [--per-dir 1000] [--spark]
         [--master local[2]] [--workdir /var/tmp] [--timeout 1800] [--keep] [--quick]
@@ -16,8 +17,12 @@ the benchmark process (write_data + stage_entries on main, then one commit; unti
 printed), and two mounts of every repository: one read at <mount>/bench/<commit id>/data (the
 "commit" system: the kernel reads commit files from the storage namespace itself, FUSE
 passthrough, where available) and one at <mount>/bench/main/data (the "branch" system: the
-committed data, nothing staged; lakefuse serves the bytes). Two mounts, each with its own
-cache directory, so that one system's reads do not warm the other's server.
+committed data, nothing staged; lakefuse serves the bytes), and a third mount with
+``--passthrough-branches`` read at <mount>/bench/main/data (the "branch, kernel reads" system:
+the kernel reads the branch's files itself, as it does a commit's; a choice a user makes for a
+mount whose readers need not see writes made through the mount after they opened a file, see
+docs/mount.md). Each mount has its own cache directory, so that one system's reads do not warm
+another's server.
 
 The workloads, on each system:
 
@@ -64,6 +69,8 @@ from small_files import drop_caches
 REPO = "bench"
 PROBE_DIRS = 2  # directories d000, d001: "probe + read"
 FIND_DIRS = 4  # the next ones, d002 .. d005: "find | xargs cat"
+#: the branch mounted with --passthrough-branches: the kernel reads its files itself
+KERNEL_BRANCH = "branch, kernel reads"
 STAGE_BATCH = 5000
 
 
@@ -289,10 +296,11 @@ def bench(workdir: Path, runs: int, dirs: int, per_dir: int, use_spark: bool, ma
             # the binding's floor: the same directory through a pyfuse3 filesystem that does
             # nothing per request but the system call (what pyfuse3 itself costs, beside bindfs)
             systems.append(System("pyfuse3", stack.enter_context(pyfuse3_mirror_mount(local, workdir / "mnt-mirror"))))
-            for label, ref in (("commit", commit_id), ("branch", "main")):
-                mnt = stack.enter_context(lakefuse_mount(home, workdir / f"mnt-lake-{label}",
-                                                         args=("--cache-dir", str(workdir / f"cache-{label}"),
-                                                               *mount_args)))
+            for name, label, ref, extra in (("commit", "commit", commit_id, ()), ("branch", "branch", "main", ()),
+                                            ("kernel", KERNEL_BRANCH, "main", ("--passthrough-branches",))):
+                mnt = stack.enter_context(lakefuse_mount(home, workdir / f"mnt-lake-{name}",
+                                                         args=("--cache-dir", str(workdir / f"cache-{name}"),
+                                                               *extra, *mount_args)))
                 systems.append(System(f"lakefuse {label}", mnt / REPO / ref))
 
             for r in range(runs):
@@ -336,8 +344,8 @@ def bench(workdir: Path, runs: int, dirs: int, per_dir: int, use_spark: bool, ma
 
 def report(systems: list[System], rows, runs: int, cold_ok: bool, use_spark: bool) -> None:
     by_label = {s.label: s for s in systems}
-    columns = ["local", "bindfs", "pyfuse3", "lakefuse commit", "lakefuse branch"]
-    heads = ["local", "bindfs", "pyfuse3", "lf commit", "lf branch"]
+    columns = ["local", "bindfs", "pyfuse3", "lakefuse commit", "lakefuse branch", f"lakefuse {KERNEL_BRANCH}"]
+    heads = ["local", "bindfs", "pyfuse3", "lf commit", "lf branch", "lf br. pt"]
     width = max(len(text) for _, text in rows)
 
     def med(label: str, key: str) -> float | None:
@@ -348,21 +356,22 @@ def report(systems: list[System], rows, runs: int, cold_ok: bool, use_spark: boo
           f"kernel caches dropped before each workload; ratios above 1: lakefuse slower; "
           f"pyfuse3: pyfuse3_mirror.py over the local directory)")
     print(f"  {'':{width}} " + " ".join(f"{h:>10}" for h in heads)
-          + f" {'commit/bindfs':>14} {'branch/bindfs':>14} {'pyfuse3/bindfs':>15}")
+          + f" {'commit/bindfs':>14} {'branch/bindfs':>14} {'br. pt/bindfs':>14} {'pyfuse3/bindfs':>15}")
     verdicts = []
     for key, text in rows:
         values = {c: med(c, key) for c in columns}
         cells = " ".join(f"{v:10.3f}" if v is not None else f"{'n/a':>10}" for v in values.values())
         ratios, verdict = [], []
-        for label in ("lakefuse commit", "lakefuse branch"):
+        for label in ("lakefuse commit", "lakefuse branch", f"lakefuse {KERNEL_BRANCH}"):
             lake, bind = values[label], values["bindfs"]
+            name = label.removeprefix("lakefuse ")
             if lake is None or bind is None:
                 ratios.append(f"{'n/a':>14}")
-                verdict.append(f"{label.split()[1]} n/a")
+                verdict.append(f"{name} n/a")
                 continue
             ratio = lake / bind
             ratios.append(f"{ratio:14.2f}")
-            verdict.append(f"{label.split()[1]} {'met' if ratio <= 1 else 'NOT met'} ({ratio:.2f})")
+            verdict.append(f"{name} {'met' if ratio <= 1 else 'NOT met'} ({ratio:.2f})")
         floor, bind = values["pyfuse3"], values["bindfs"]
         floor_ratio = f"{floor / bind:15.2f}" if floor is not None and bind is not None else f"{'n/a':>15}"
         print(f"  {text:{width}} {cells} {' '.join(ratios)} {floor_ratio}")
@@ -376,7 +385,7 @@ def report(systems: list[System], rows, runs: int, cold_ok: bool, use_spark: boo
         print("  /proc/sys/vm/drop_caches is not writable: the kernel's caches were NOT dropped (figures are warm)")
     print("\n  every run's seconds:")
     for s in systems:
-        print(f"  {s.label:>15}: " + "  ".join(f"{key} " + "/".join(f"{v:.3f}" for v in vals)
+        print(f"  {s.label:>34}: " + "  ".join(f"{key} " + "/".join(f"{v:.3f}" for v in vals)
                                              for key, vals in s.seconds.items()))
 
 
