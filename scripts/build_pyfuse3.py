@@ -28,6 +28,11 @@ and pyfuse3 exposes no passthrough API.  So this script:
    before it sleeps, yielding the CPU and holding no GIL (``pyfuse3.request_spin_ns()``);
    and READ of a handle registered with ``pyfuse3.native_read_add(fh, fd, size)`` answered in
    C from the page cache (``native_read_remove``, ``native_reads_answered``);
+   and OPEN of an inode registered with ``pyfuse3.native_open_add(ino, path, size, read_ahead)``
+   answered in C with that file as the backing file, and the RELEASE of such a handle
+   (``native_open_remove``, ``native_opens_answered``); and LOOKUP of a name a directory
+   registered with ``pyfuse3.native_names_add(ino, names, timeout)`` does not have answered in
+   C with a negative entry (``native_names_remove``, ``native_misses_answered``);
 3. builds a wheel of that pyfuse3 linked to the new libfuse (rpath, so nothing system-wide
    changes: the system's libfuse, fusermount3 and mount helpers stay as they are).
 
@@ -415,6 +420,194 @@ EDITS = [
      "def native_reads_answered():\n"
      "    \"How many READs were answered by native_read_add's rule (added by lakefuse's build).\"\n"
      "    return native_read_count\n\n\n"
+     "def handles_killpriv_v2():\n"),
+    # OPEN of a file the operations object registered as an immutable local file
+    # (``native_open_add``: inode, path, size, read-ahead) is answered in C: the file is
+    # registered with the kernel as the open's backing file (FUSE passthrough: the kernel then
+    # reads it itself), shared by every handle of the inode open at once, and released with the
+    # last of them, whose RELEASE is answered in C too (the handle carries NATIVE_OPEN_FH).
+    # Only read-only opens; anything else, and any failure (the file missing or not that size,
+    # the kernel refusing), goes to the handler as before, and a failure takes the inode's
+    # registration back first, so the handler decides every later open of it.  Reading a small
+    # commit file costs an OPEN and a RELEASE, each a trip through trio and Python several
+    # times longer than the system calls it makes.
+    ("Include/fuse_lowlevel.pxd",
+     "    int fuse_reply_open(fuse_req_t req, fuse_file_info *fi)\n",
+     "    int fuse_reply_open(fuse_req_t req, fuse_file_info *fi)\n"
+     "    int fuse_passthrough_open(fuse_req_t req, int fd)\n"
+     "    int fuse_passthrough_close(fuse_req_t req, int backing_id)\n"),
+    ("src/pyfuse3/__init__.pyx",
+     "cdef dict native_reads = {}\n",
+     "cdef dict native_reads = {}\n"
+     "cdef dict native_opens = {}\n"
+     "cdef dict native_open_files = {}\n"
+     "cdef unsigned long long native_open_count = 0\n"
+     "cdef unsigned long long native_open_fh = (<unsigned long long> 1) << 62\n"
+     "NATIVE_OPEN_FH = native_open_fh  # the bit of a handle _open_natively made\n"),
+    ("src/pyfuse3/handlers.pxi",
+     "cdef void fuse_open (fuse_req_t req, fuse_ino_t ino, fuse_file_info *fi):\n"
+     "    cdef _Container c = _Container()\n",
+     "cdef extern from '<fcntl.h>' nogil:\n"
+     "    int lf_open 'open' (const char *path, int flags)\n"
+     "    int lf_posix_fadvise 'posix_fadvise' (int fd, off_t offset, off_t length, int advice)\n"
+     "    enum: O_ACCMODE\n"
+     "    enum: O_RDONLY\n"
+     "    enum: O_TRUNC\n"
+     "    enum: O_CLOEXEC\n"
+     "    enum: POSIX_FADV_WILLNEED\n\n"
+     "cdef extern from '<sys/stat.h>' nogil:\n"
+     "    int lf_fstat 'fstat' (int fd, struct_stat *buf)\n\n"
+     "cdef int _open_natively(fuse_req_t req, fuse_ino_t ino, fuse_file_info *fi) except -1:\n"
+     "    # 1 if OPEN was answered with the backing file registered for ino; else 0, and a\n"
+     "    # registration that failed is taken back (added by lakefuse's build)\n"
+     "    global native_open_count\n"
+     "    cdef int fd\n"
+     "    cdef int backing_id\n"
+     "    cdef int ret\n"
+     "    cdef struct_stat st\n"
+     "    cdef long long size\n"
+     "    cdef long long read_ahead\n"
+     "    if (fi.flags & O_ACCMODE) != O_RDONLY or (fi.flags & O_TRUNC):\n"
+     "        return 0\n"
+     "    opened = native_open_files.get(ino)\n"
+     "    if opened is None:\n"
+     "        registered = native_opens.get(ino)\n"
+     "        if registered is None:\n"
+     "            return 0\n"
+     "        path, size, read_ahead = registered\n"
+     "        fd = lf_open(<bytes> path, O_RDONLY | O_CLOEXEC)\n"
+     "        if fd < 0:\n"
+     "            del native_opens[ino]\n"
+     "            return 0\n"
+     "        backing_id = -1\n"
+     "        if lf_fstat(fd, &st) == 0 and st.st_size == size:\n"
+     "            if read_ahead > 0:\n"
+     "                lf_posix_fadvise(fd, 0, read_ahead, POSIX_FADV_WILLNEED)\n"
+     "            backing_id = fuse_passthrough_open(req, fd)\n"
+     "        unistd.close(fd)\n"
+     "        if backing_id <= 0:\n"
+     "            del native_opens[ino]\n"
+     "            return 0\n"
+     "        opened = [backing_id, 0]\n"
+     "        native_open_files[ino] = opened\n"
+     "    opened[1] += 1\n"
+     "    fi.fh = native_open_fh | ino\n"
+     "    fi.backing_id = opened[0]\n"
+     "    fi.direct_io = 0\n"
+     "    fi.keep_cache = 0\n"
+     "    fi.noflush = 1\n"
+     "    ret = fuse_reply_open(req, fi)\n"
+     "    if ret != 0:  # no RELEASE will come for this handle\n"
+     "        log.error('fuse_open(): fuse_reply_open failed with %s', strerror(-ret))\n"
+     "        _release_native_handle(req, ino)\n"
+     "    native_open_count += 1\n"
+     "    return 1\n\n\n"
+     "cdef void _release_native_handle(fuse_req_t req, fuse_ino_t ino):\n"
+     "    # one handle of ino opened by _open_natively is closed (added by lakefuse's build)\n"
+     "    opened = native_open_files.get(ino)\n"
+     "    if opened is None:\n"
+     "        return\n"
+     "    opened[1] -= 1\n"
+     "    if opened[1] <= 0:\n"
+     "        del native_open_files[ino]\n"
+     "        fuse_passthrough_close(req, opened[0])\n\n\n"
+     "cdef void fuse_open (fuse_req_t req, fuse_ino_t ino, fuse_file_info *fi):\n"
+     "    cdef _Container c\n"
+     "    if native_opens and _open_natively(req, ino, fi):\n"
+     "        return\n"
+     "    c = _Container()\n"),
+    ("src/pyfuse3/handlers.pxi",
+     "cdef void fuse_release (fuse_req_t req, fuse_ino_t ino, fuse_file_info *fi):\n"
+     "    cdef _Container c = _Container()\n",
+     "cdef void fuse_release (fuse_req_t req, fuse_ino_t ino, fuse_file_info *fi):\n"
+     "    cdef _Container c\n"
+     "    cdef int ret\n"
+     "    if fi.fh & native_open_fh:\n"
+     "        _release_native_handle(req, ino)\n"
+     "        ret = fuse_reply_err(req, 0)\n"
+     "        if ret != 0:\n"
+     "            log.error('fuse_release(): fuse_reply_err failed with %s', strerror(-ret))\n"
+     "        return\n"
+     "    c = _Container()\n"),
+    ("src/pyfuse3/__init__.pyx",
+     "def handles_killpriv_v2():\n",
+     "def native_open_add(ino, path, size, read_ahead=0):\n"
+     "    \"Answer read-only OPENs of inode ino in C: the file at path (bytes), which must be\"\n"
+     "    \" size bytes long, becomes the open's backing file (passthrough; the first open also\"\n"
+     "    \" asks the kernel to read its first read_ahead bytes in).  Until native_open_remove(ino)\"\n"
+     "    \" or a failure, which sends the open, and every later one, to the open handler\"\n"
+     "    \" (added by lakefuse's build).\"\n"
+     "    native_opens[ino] = (bytes(path), int(size), int(read_ahead))\n\n\n"
+     "def native_open_remove(ino):\n"
+     "    \"Send OPENs of inode ino to the open handler again (added by lakefuse's build).\"\n"
+     "    native_opens.pop(ino, None)\n\n\n"
+     "def native_open_registered(ino):\n"
+     "    \"Whether OPENs of inode ino are answered in C (added by lakefuse's build).\"\n"
+     "    return ino in native_opens\n\n\n"
+     "def native_opens_answered():\n"
+     "    \"How many OPENs were answered by native_open_add's rule (added by lakefuse's build).\"\n"
+     "    return native_open_count\n\n\n"
+     "def handles_killpriv_v2():\n"),
+    # LOOKUP of a name that a directory the operations object registered with its whole list of
+    # names (``native_names_add``: inode, names, timeout) does not have is answered in C: a
+    # negative entry the kernel keeps for that timeout, without a coroutine, trio or the
+    # handler.  A name the directory has, and any directory not registered, goes to the
+    # handler as before.  Hadoop's checksum filesystem looks up a missing ``.<name>.crc``
+    # beside every file it opens.
+    ("src/pyfuse3/__init__.pyx",
+     "cdef dict native_opens = {}\n",
+     "cdef dict native_opens = {}\n"
+     "cdef dict native_names = {}\n"
+     "cdef unsigned long long native_miss_count = 0\n"),
+    ("src/pyfuse3/handlers.pxi",
+     "cdef void fuse_lookup (fuse_req_t req, fuse_ino_t parent,\n"
+     "                       const_char *name):\n"
+     "    cdef _Container c = _Container()\n",
+     "cdef int _lookup_missing_natively(fuse_req_t req, fuse_ino_t parent, const_char *name) except -1:\n"
+     "    # 1 if LOOKUP was answered with a negative entry: the directory registered for parent\n"
+     "    # has no such name; else 0 (added by lakefuse's build)\n"
+     "    global native_miss_count\n"
+     "    cdef fuse_entry_param entry\n"
+     "    cdef int ret\n"
+     "    cdef const unsigned char *byte = <const unsigned char *> name\n"
+     "    registered = native_names.get(parent)\n"
+     "    if registered is None:\n"
+     "        return 0\n"
+     "    while byte[0]:  # names of ASCII only: the handler answers the rest (EILSEQ, ...)\n"
+     "        if byte[0] >= 0x80:\n"
+     "            return 0\n"
+     "        byte += 1\n"
+     "    names, timeout = registered\n"
+     "    key = PyBytes_FromString(name)\n"
+     "    if key in names or len(key) > 255 or key == b'.' or key == b'..':\n"
+     "        return 0\n"
+     "    string.memset(&entry, 0, sizeof(entry))\n"
+     "    entry.attr_timeout = timeout\n"
+     "    entry.entry_timeout = timeout\n"
+     "    ret = fuse_reply_entry(req, &entry)\n"
+     "    if ret != 0:\n"
+     "        log.error('fuse_lookup(): fuse_reply_entry failed with %s', strerror(-ret))\n"
+     "    native_miss_count += 1\n"
+     "    return 1\n\n\n"
+     "cdef void fuse_lookup (fuse_req_t req, fuse_ino_t parent,\n"
+     "                       const_char *name):\n"
+     "    cdef _Container c\n"
+     "    if native_names and _lookup_missing_natively(req, parent, name):\n"
+     "        return\n"
+     "    c = _Container()\n"),
+    ("src/pyfuse3/__init__.pyx",
+     "def handles_killpriv_v2():\n",
+     "def native_names_add(ino, names, timeout):\n"
+     "    \"Answer LOOKUP in directory ino of a name not in names (a frozenset of bytes: all of\"\n"
+     "    \" the directory's) in C, with a negative entry the kernel keeps timeout seconds;\"\n"
+     "    \" until native_names_remove(ino) (added by lakefuse's build).\"\n"
+     "    native_names[ino] = (frozenset(names), float(timeout))\n\n\n"
+     "def native_names_remove(ino):\n"
+     "    \"Send every LOOKUP in directory ino to the lookup handler again (added by lakefuse's build).\"\n"
+     "    native_names.pop(ino, None)\n\n\n"
+     "def native_misses_answered():\n"
+     "    \"How many LOOKUPs were answered by native_names_add's rule (added by lakefuse's build).\"\n"
+     "    return native_miss_count\n\n\n"
      "def handles_killpriv_v2():\n"),
 ]
 

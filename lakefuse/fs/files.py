@@ -27,6 +27,7 @@ from lakefuse.fs.attributes import DEFAULT_FILE_MODE, NodeAttributes, content_ch
 from lakefuse.fs.handles import FileHandle, HandleOps, OpenFile
 from lakefuse.fs.inodes import Inodes, refuse_control_dir_name
 from lakefuse.fs.mapped import MappedSpools
+from lakefuse.fs.native_answers import BindingAnswers, NativeAnswers
 from lakefuse.fs.nodes import Node, NodeKind
 from lakefuse.fs.passthrough import NO_GRANT, BackingFiles, Grant, Passthrough
 from lakefuse.fs.readers import read_ahead_bytes
@@ -96,6 +97,18 @@ class Files(HandleOps):
         if self._local_file is not None:
             self.passthrough = Passthrough(backings)
             self._passthrough_branches = branches
+
+    def enable_native_answers(self, binding: BindingAnswers) -> bool:
+        """Let the FUSE binding answer read-only opens of commit and tag files whose objects
+        are local files, and lookups of names their directories do not have, itself
+        (``lakefuse.fs.native_answers``), if passthrough is on; whether it does.  The adapter
+        calls this once at start, after ``enable_passthrough``."""
+        if self.passthrough is None or self._local_file is None:
+            return False
+        native = NativeAnswers(binding, self._local_file, self.passthrough, self._state.immutable_ttl)
+        self._inodes.native_answers = native
+        self._table.on_forgotten = native.forget
+        return True
 
     def enable_native_reads(self, native: native_reads.NativeReads) -> None:
         """Let the FUSE binding answer the reads of handles that read an unmodified local

@@ -66,6 +66,7 @@ from lakefuse.fs.files import Files
 from lakefuse.fs.inodes import Inodes
 from lakefuse.fs.metadata import Metadata
 from lakefuse.fs.namespace import Namespace
+from lakefuse.fs.native_answers import BindingAnswers
 from lakefuse.fs.native_reads import NativeReads
 from lakefuse.fs.nodes import Node, NodeKind
 from lakefuse.fs.passthrough import BackingFiles, Passthrough
@@ -295,6 +296,12 @@ class LakeFilesystem:
     def enable_passthrough(self, backings: BackingFiles, *, branches: bool = False) -> None:
         """Let the kernel read objects that are local files itself (see ``Files.enable_passthrough``)."""
         self._files.enable_passthrough(backings, branches=branches)
+
+    def enable_native_answers(self, binding: BindingAnswers) -> bool:
+        """Let the FUSE binding answer opens of commit and tag files that are local files, and
+        lookups of names their directories do not have, itself (see
+        ``lakefuse.fs.native_answers``); whether it does (passthrough is on)."""
+        return self._files.enable_native_answers(binding)
 
     def enable_native_reads(self, native: NativeReads) -> None:
         """Let the FUSE binding answer reads of unmodified local objects itself (see

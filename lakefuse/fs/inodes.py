@@ -20,6 +20,7 @@ import time
 from lakefuse.errors import LakefuseError, ReadOnly
 from lakefuse.fs.attributes import NodeAttributes
 from lakefuse.fs.backend import MountRef
+from lakefuse.fs.native_answers import NativeAnswers
 from lakefuse.fs.nodes import (
     CONTROL_FILES,
     REPOSITORIES_KEY,
@@ -66,6 +67,10 @@ class Inodes:
         self._listed_attrs = attributes.listed
         self._listed_file_attrs = attributes.listed_file
         self._unstaged_files = state.unstaged.by_path  # read on the path of every lookup
+        #: what the binding answers itself in commit and tag trees, once
+        #: ``Files.enable_native_answers`` set this (``lakefuse.fs.native_answers``): offered
+        #: each new inode of a file there (listings offer their directories' names)
+        self.native_answers: NativeAnswers | None = None
 
     def set_root(self, repo: str | None, ref: str | None) -> None:
         """The mount's root: every repository, one repository, or one ref of one."""
@@ -200,10 +205,13 @@ class Inodes:
             if node is None or node.kind is not kind or (
                     node.stat is not stat and kind is _FILE and _file_type(node.stat) != _file_type(stat)):
                 # a new node for a new kind of file (the kernel keeps an inode's type for life)
-                if listed and kind is _FILE and _file_type(stat) is None and stat.entry is not None:
+                entry = stat.entry if kind is _FILE and _file_type(stat) is None else None
+                if listed and entry is not None:
                     stat, expires = None, 0.0
                 node = table.child(path_key(tree.key, path), kind, tree=tree, path=path, stat=stat, expires=expires,
                                    replace=True)
+                if entry is not None and self.native_answers is not None:
+                    self.native_answers.offer(node.ino, tree, entry)
             elif listed and node.stat is None:
                 pass  # still not read: a listing does not keep it either
             else:
@@ -224,7 +232,10 @@ class Inodes:
         found = table.peek_path(tree.key, path)
         plain_file = not stat.is_dir and stat.entry is not None and _file_type(stat) is None
         if found is None and plain_file:
-            return self._listed_file_attrs(table.add_listed(tree, path), tree, stat)
+            ino = table.add_listed(tree, path)
+            if self.native_answers is not None:
+                self.native_answers.offer(ino, tree, stat.entry)
+            return self._listed_file_attrs(ino, tree, stat)
         if found.__class__ is int and plain_file:
             table.add_listed_lookup(found)
             return self._listed_file_attrs(found, tree, stat)
@@ -240,7 +251,10 @@ class Inodes:
             return None
         found = self._table.peek_path(tree.key, path)
         if found is None:
-            return self._table.add_listed(tree, path, lookups=0)
+            ino = self._table.add_listed(tree, path, lookups=0)
+            if self.native_answers is not None:
+                self.native_answers.offer(ino, tree, stat.entry)
+            return ino
         if found.__class__ is int:
             return found
         return found.ino if found.kind is _FILE else None

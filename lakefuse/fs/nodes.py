@@ -33,7 +33,7 @@ import collections
 import enum
 import errno
 import threading
-from typing import Hashable
+from typing import Callable, Hashable
 
 from lakefuse.fs.tree import CONTROL_DIR_NAME, Tree
 
@@ -172,6 +172,9 @@ class InodeTable:
         self._block_trees: dict[int, Tree] = {}
         self._tree_blocks: dict[int, list[int]] = {}  # id(tree) -> [next inode number, end of its block]
         self._unreferenced: collections.deque[int] = collections.deque()  # listed by name alone, oldest first
+        #: called (under ``lock``) with each inode number that stops standing for anything
+        #: (forgotten by the kernel, or listed by name alone and dropped), if set
+        self.on_forgotten: Callable[[int], None] | None = None
 
     def _tree_paths(self, tree_key: Hashable) -> dict[str, Node | int]:
         paths = self._paths.get(tree_key)
@@ -332,6 +335,8 @@ class InodeTable:
         paths = self._paths.get(self._block_trees[ino // INO_BLOCK].key)
         if paths is not None and paths.get(path) == ino:
             del paths[path]
+        if self.on_forgotten is not None:
+            self.on_forgotten(ino)
 
     def child(self, key: NodeKey, kind: NodeKind, *, tree=None, path: str = "", stat=None,
               expires: float = 0.0, replace: bool = False) -> Node:
@@ -414,4 +419,6 @@ class InodeTable:
                 return
             if self._nodes.get(node.ino) is node:
                 del self._nodes[node.ino]
+                if self.on_forgotten is not None:
+                    self.on_forgotten(node.ino)
             self._unindex(node)

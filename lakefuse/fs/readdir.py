@@ -149,6 +149,9 @@ class Readdir(HandleOps):
                     if h.kernel_token is not None:  # served whole: the kernel may keep it
                         tree.kernel_listed(node.path, h.kernel_token)
                         h.kernel_token = None
+                    native = self._inodes.native_answers
+                    if native is not None and tree.ttl is None:  # its names never change
+                        native.listed_whole(node.ino, tree, h.names, len(h.names))
                     return
                 continue
             if not self._emit_buffered(h, add, tree, add_name):

@@ -31,6 +31,7 @@ import trio
 from lakefuse.errors import LakefuseError
 from lakefuse.fs.filesystem import Attributes, LakeFilesystem, OpenResult, WouldBlock
 from lakefuse.fs.xattrs import UNSUPPORTED_NAMESPACES
+from lakefuse.fuse.native_answers import BindingAnswers, binding_answers
 from lakefuse.fuse.native_reads import binding_reads
 from lakefuse.fuse.passthrough import KernelBackingFiles, granted_session_fd, has_cap_sys_admin
 from lakefuse.fuse.status import errno_name
@@ -228,6 +229,9 @@ class LakeOperations(pyfuse3.Operations):
         #: scripts/build_pyfuse3.py; a stock pyfuse3 ignores it), if this process may use it
         self.enable_passthrough = passthrough and not writeback_cache and has_cap_sys_admin()
         self._passthrough_branches = passthrough_branches
+        #: the binding's registries of the opens and lookups it answers itself, once ``init``
+        #: gave them to the filesystem (``lakefuse.fs.native_answers``)
+        self.native_answers: BindingAnswers | None = None
         #: nanoseconds the session loop polls /dev/fuse for the next request before it sleeps
         #: (read at FUSE_INIT by pyfuse3 as built by scripts/build_pyfuse3.py; a stock pyfuse3
         #: ignores it; see lakefuse.fuse.spin)
@@ -301,6 +305,11 @@ class LakeOperations(pyfuse3.Operations):
             self.fs.enable_native_reads(native)
         log.info("reads of unmodified local objects answered in the binding when cached: %s",
                  "on" if native is not None else "off (stock pyfuse3)")
+        answers = binding_answers()
+        self.native_answers = answers if answers is not None and self.fs.enable_native_answers(answers) else None
+        log.info("opens of commit and tag files that are local objects, and lookups of names their "
+                 "directories do not have, answered in the binding: %s",
+                 "on" if self.native_answers else "off" if answers is not None else "off (stock pyfuse3)")
         handles_killpriv = getattr(pyfuse3, "handles_killpriv_v2", lambda: False)()
         refused_in_binding = bool(getattr(pyfuse3, "xattr_prefixes_refused", tuple)())
         log.info("writes: writeback cache %s; security.capability %s", "on" if self.enable_writeback_cache else "off",

@@ -204,14 +204,18 @@ async def _keep_status(ops: LakeOperations, status: MountStatusFile) -> None:
 
 def _final_report(ops: LakeOperations, status: MountStatusFile | None, mounted_once: bool) -> None:
     """At unmount: the error counters in the log (WARNING if any answer was an unexpected error)
-    and in the status file; how many reads the binding answered itself and how many files were
-    read in ahead of cold walks, in the log."""
+    and in the status file; how many reads and opens the binding answered itself and how many
+    files were read in ahead of cold walks, in the log."""
     errors = ops.error_counts()
     log.log(logging.WARNING if ops.unexpected_errors() else logging.INFO, "errors answered, per operation: %s",
             format_counts(errors))
     answered = getattr(ops.fs.native_reads, "answered", None)
     if answered is not None:
         log.info("reads answered in the binding: %d", answered())
+    native = ops.native_answers
+    if native is not None:
+        log.info("opens answered in the binding: %d; lookups of missing names: %d", native.opens_answered(),
+                 native.misses_answered())
     log.info("files read in ahead of cold directory walks: %d", ops.fs.files_read_ahead)
     if status is not None and mounted_once:
         _write_status(status, False, errors)

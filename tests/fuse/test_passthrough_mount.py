@@ -7,6 +7,7 @@ installed these tests skip, except under CI=true where that is a failure."""
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import time
@@ -46,7 +47,61 @@ def test_reads_of_commits_tags_and_branches_are_the_objects_bytes(lake, lake_hom
         assert (lake / f"sales/{ref}/data/a.csv").read_bytes() == b"id,v\n1,2\n"
         with open(lake / f"sales/{ref}/readme.md", "rb") as f, mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ) as m:
             assert m[:] == b"# sales\n"
-    assert "the kernel reads" in lake.log_path.read_text()
+
+
+def answered_in_the_binding(mount) -> tuple[int, int]:
+    """The opens and the lookups of missing names the binding answered, as the mount logs them
+    when it ends (``lakefuse.fuse.runner``)."""
+    line = mount.log_path.read_text().split("opens answered in the binding: ")[1].splitlines()[0]
+    opens, misses = line.split("; lookups of missing names: ")
+    return int(opens), int(misses)
+
+
+def test_opens_and_missing_names_of_commits_and_tags_are_answered_by_the_binding(lake_home, tmp_path):
+    """Read-only opens of commit and tag files, and lookups of names their listed directories do
+    not have, are answered by lakefuse's pyfuse3 itself (``lakefuse.fs.native_answers``);
+    handles open at once share one backing file (the kernel refuses any other), a write is
+    still refused, and an object file that is not the object's size (an append in place cut
+    short) is left to the mount, which reads the object's bytes."""
+    import pyfuse3
+
+    if not hasattr(pyfuse3, "native_names_add"):
+        pytest.skip("pyfuse3 without native answers (scripts/build_pyfuse3.py did not run)")
+    catalog = lake_home.catalog
+    catalog.create_branch("sales", "native-opens", "main")
+    contents = {f"n/{i:02d}.csv": f"id\n{i}\nnative-opens\n".encode() for i in range(20)}
+    for name, data in contents.items():
+        catalog.upload_bytes("sales", "native-opens", name, data)
+    catalog.upload_bytes("sales", "native-opens", "n/sub/deeper.csv", b"deeper")
+    commit = catalog.commit("sales", "native-opens", "files to open", "tests").id
+    catalog.create_tag("sales", "native-opens-tag", commit)
+    namespace = lake_home.app.default_namespace("sales")[len("local://"):]
+    with mounted(lake_home, tmp_path / "mnt", "lakefs://sales") as mount:
+        opens = misses = 0
+        for ref in (commit, "native-opens-tag"):
+            listed = sorted(os.listdir(mount / f"{ref}/n"))
+            assert listed == sorted([name[2:] for name in contents] + ["sub"])
+            for name, data in contents.items():
+                crc = mount / f"{ref}/n/.{name[2:]}.crc"
+                assert not crc.exists()  # what Hadoop's checksum filesystem asks first
+                misses += 1
+                assert (mount / f"{ref}/{name}").read_bytes() == data
+                opens += 1
+            assert (mount / f"{ref}/n/sub/deeper.csv").read_bytes() == b"deeper"  # a name it has
+            opens += 1
+        path = mount / f"{commit}/n/00.csv"
+        with open(path, "rb") as first, open(path, "rb") as second:  # at once: one backing file
+            assert first.read() == second.read() == contents["n/00.csv"]
+            opens += 2
+        with pytest.raises(OSError) as refused:
+            open(path, "r+b")
+        assert refused.value.errno == errno.EROFS
+        tampered = mount / f"{commit}/n/19.csv"  # no handle of it open: its next open registers it anew
+        object_path = os.path.join(namespace, os.getxattr(tampered, "lakefuse.physical_address").decode())
+        with open(object_path, "ab") as f:
+            f.write(b"not the object's")
+        assert tampered.read_bytes() == contents["n/19.csv"]  # the handler opened it, the mount served it
+    assert answered_in_the_binding(mount) == (opens, misses)
 
 
 def test_opening_a_file_the_kernel_reads_starts_reading_its_object_in(lake, lake_home):
