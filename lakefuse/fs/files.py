@@ -99,16 +99,16 @@ class Files(HandleOps):
             self._passthrough_branches = branches
 
     def enable_native_answers(self, binding: BindingAnswers) -> bool:
-        """Let the FUSE binding answer read-only opens of commit and tag files whose objects
-        are local files, and lookups of names their directories do not have, itself
-        (``lakefuse.fs.native_answers``), if passthrough is on; whether it does.  The adapter
-        calls this once at start, after ``enable_passthrough``."""
-        if self.passthrough is None or self._local_file is None:
-            return False
-        native = NativeAnswers(binding, self._local_file, self.passthrough, self._state.immutable_ttl)
+        """Let the FUSE binding answer lookups of names that directories of commits and tags do
+        not have itself, and, if passthrough is on, read-only opens of their files whose
+        objects are local files (``lakefuse.fs.native_answers``); whether it answers opens.
+        The adapter calls this once at start, after ``enable_passthrough``."""
+        opens = self.passthrough is not None and self._local_file is not None
+        native = NativeAnswers(binding, self._local_file if opens else None, self.passthrough,
+                               self._state.immutable_ttl)
         self._inodes.native_answers = native
         self._table.on_forgotten = native.forget
-        return True
+        return opens
 
     def enable_native_reads(self, native: native_reads.NativeReads) -> None:
         """Let the FUSE binding answer the reads of handles that read an unmodified local

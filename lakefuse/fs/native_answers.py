@@ -25,7 +25,8 @@ taken back (``forget``):
 
 - a regular file of a commit or tag tree (immutable: the object a path names never changes,
   unlike on a branch, also a read-only one, which another writer may move) whose object is a
-  file of a local storage namespace, while passthrough is on, offered when its inode number is
+  file of a local storage namespace, while passthrough is on (names are registered either
+  way), offered when its inode number is
   new (a listed file, also one listed by name alone, or a node a lookup made): no handle of it
   can be open yet, so every handle the kernel opens is the binding's (or, after a failure, the
   handler's);
@@ -75,8 +76,9 @@ class NativeAnswers:
     """Registers files and directories of commit and tag trees with the binding (see the
     module docstring)."""
 
-    def __init__(self, binding: BindingAnswers, local_file: Callable[[str, Entry], str | None],
-                 passthrough: Passthrough, negative_ttl: float):
+    def __init__(self, binding: BindingAnswers, local_file: Callable[[str, Entry], str | None] | None,
+                 passthrough: Passthrough | None, negative_ttl: float):
+        """``local_file`` and ``passthrough`` None: no opens are registered, only names."""
         self._binding = binding
         self._local_file = local_file
         self._passthrough = passthrough
@@ -84,7 +86,7 @@ class NativeAnswers:
 
     def offer(self, ino: int, tree: Tree, entry: Entry) -> None:
         """A new inode number ``ino`` for a regular file of ``tree`` whose object is ``entry``."""
-        if not immutable(tree) or not self._passthrough.enabled:
+        if self._local_file is None or not self._passthrough.enabled or not immutable(tree):
             return
         try:
             path = self._local_file(tree.repo, entry)

@@ -305,11 +305,14 @@ class LakeOperations(pyfuse3.Operations):
             self.fs.enable_native_reads(native)
         log.info("reads of unmodified local objects answered in the binding when cached: %s",
                  "on" if native is not None else "off (stock pyfuse3)")
-        answers = binding_answers()
-        self.native_answers = answers if answers is not None and self.fs.enable_native_answers(answers) else None
-        log.info("opens of commit and tag files that are local objects, and lookups of names their "
-                 "directories do not have, answered in the binding: %s",
-                 "on" if self.native_answers else "off" if answers is not None else "off (stock pyfuse3)")
+        self.native_answers = binding_answers()
+        if self.native_answers is None:
+            scope = "off (stock pyfuse3)"
+        elif self.fs.enable_native_answers(self.native_answers):
+            scope = "missing names and opens of local objects"
+        else:
+            scope = "missing names (no passthrough: opens reach the mount)"
+        log.info("commit and tag trees, answered in the binding: %s", scope)
         handles_killpriv = getattr(pyfuse3, "handles_killpriv_v2", lambda: False)()
         refused_in_binding = bool(getattr(pyfuse3, "xattr_prefixes_refused", tuple)())
         log.info("writes: writeback cache %s; security.capability %s", "on" if self.enable_writeback_cache else "off",

@@ -85,11 +85,14 @@ def test_a_forgotten_inode_is_taken_back(tmp_path, make_driver):
     assert again != ino and again in binding.registered
 
 
-def test_nothing_is_registered_without_passthrough_or_local_objects(tmp_path, make_driver):
-    fs, binding, _, enabled = filesystem(tmp_path / "off", passthrough=False)
-    assert not enabled
-    make_driver(fs).ino("sales/v1/top.csv")
+def test_no_file_is_registered_without_passthrough_or_local_objects(tmp_path, make_driver):
+    fs, binding, _, opens = filesystem(tmp_path / "off", passthrough=False)
+    assert not opens
+    drive = make_driver(fs)
+    drive.ino("sales/v1/top.csv")
     assert binding.registered == {}
+    drive.listdir("sales/v1")  # names need no passthrough
+    assert binding.names[drive.ino("sales/v1")][0] == frozenset({b"data", b"top.csv"})
 
     class RemoteObjects(LocalFilesBackend):
         def local_file(self, repo, entry):

@@ -51,8 +51,9 @@ def test_reads_of_commits_tags_and_branches_are_the_objects_bytes(lake, lake_hom
 
 def answered_in_the_binding(mount) -> tuple[int, int]:
     """The opens and the lookups of missing names the binding answered, as the mount logs them
-    when it ends (``lakefuse.fuse.runner``)."""
-    line = mount.log_path.read_text().split("opens answered in the binding: ")[1].splitlines()[0]
+    when it ends (``lakefuse.fuse.runner``; the last such line: mounts at one mountpoint name
+    share a log)."""
+    line = mount.log_path.read_text().split("opens answered in the binding: ")[-1].splitlines()[0]
     opens, misses = line.split("; lookups of missing names: ")
     return int(opens), int(misses)
 
@@ -102,6 +103,22 @@ def test_opens_and_missing_names_of_commits_and_tags_are_answered_by_the_binding
             f.write(b"not the object's")
         assert tampered.read_bytes() == contents["n/19.csv"]  # the handler opened it, the mount served it
     assert answered_in_the_binding(mount) == (opens, misses)
+
+
+def test_without_passthrough_the_binding_still_answers_missing_names(lake_home, tmp_path):
+    import pyfuse3
+
+    if not hasattr(pyfuse3, "native_names_add"):
+        pytest.skip("pyfuse3 without native answers (scripts/build_pyfuse3.py did not run)")
+    commit = lake_home.catalog.get_branch("sales", "main").commit_id
+    with mounted(lake_home, tmp_path / "mnt", f"lakefs://sales/{commit}", ("--no-passthrough",)) as mount:
+        assert sorted(os.listdir(mount / "data")) == ["a.csv", "sub"]
+        assert not (mount / "data/.a.csv.crc").exists()
+        assert not (mount / "data/b.csv").exists()
+        assert (mount / "data/a.csv").read_bytes() == b"id,v\n1,2\n"  # opened by the mount
+        log = mount.log_path.read_text()
+        assert "answered in the binding: missing names (no passthrough" in log
+    assert answered_in_the_binding(mount) == (0, 2)
 
 
 def test_opening_a_file_the_kernel_reads_starts_reading_its_object_in(lake, lake_home):
