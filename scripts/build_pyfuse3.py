@@ -29,8 +29,8 @@ and pyfuse3 exposes no passthrough API.  So this script:
    and READ of a handle registered with ``pyfuse3.native_read_add(fh, fd, size)`` answered in
    C from the page cache (``native_read_remove``, ``native_reads_answered``);
    and OPEN of an inode registered with ``pyfuse3.native_open_add(ino, path, size, read_ahead)``
-   answered in C with that file as the backing file, and the RELEASE of such a handle
-   (``native_open_remove``, ``native_opens_answered``); and LOOKUP of a name a directory
+   answered in C with that file as the backing file, and the FLUSH, FSYNC and RELEASE of such
+   a handle (``native_open_remove``, ``native_opens_answered``); and LOOKUP of a name a directory
    registered with ``pyfuse3.native_names_add(ino, names, timeout)`` does not have answered in
    C with a negative entry (``native_names_remove``, ``native_misses_answered``);
 3. builds a wheel of that pyfuse3 linked to the new libfuse (rpath, so nothing system-wide
@@ -548,6 +548,28 @@ EDITS = [
      "    \"How many OPENs were answered by native_open_add's rule (added by lakefuse's build).\"\n"
      "    return native_open_count\n\n\n"
      "def handles_killpriv_v2():\n"),
+    # FLUSH and FSYNC of a handle _open_natively made: nothing to write back (a read-only
+    # handle of a file that never changes), answered in C; the handlers do not know the handle
+    ("src/pyfuse3/handlers.pxi",
+     "cdef void fuse_flush (fuse_req_t req, fuse_ino_t ino, fuse_file_info *fi):\n"
+     "    cdef _Container c = _Container()\n",
+     "cdef void fuse_flush (fuse_req_t req, fuse_ino_t ino, fuse_file_info *fi):\n"
+     "    cdef _Container c\n"
+     "    if fi.fh & native_open_fh:\n"
+     "        fuse_reply_err(req, 0)\n"
+     "        return\n"
+     "    c = _Container()\n"),
+    ("src/pyfuse3/handlers.pxi",
+     "cdef void fuse_fsync (fuse_req_t req, fuse_ino_t ino, int datasync,\n"
+     "                      fuse_file_info *fi):\n"
+     "    cdef _Container c = _Container()\n",
+     "cdef void fuse_fsync (fuse_req_t req, fuse_ino_t ino, int datasync,\n"
+     "                      fuse_file_info *fi):\n"
+     "    cdef _Container c\n"
+     "    if fi.fh & native_open_fh:\n"
+     "        fuse_reply_err(req, 0)\n"
+     "        return\n"
+     "    c = _Container()\n"),
     # LOOKUP of a name that a directory the operations object registered with its whole list of
     # names (``native_names_add``: inode, names, timeout) does not have is answered in C: a
     # negative entry the kernel keeps for that timeout, without a coroutine, trio or the

@@ -6,11 +6,12 @@ handler:
 
 - an OPEN of an inode registered with the path of a local file and its size: it opens the
   file, checks the size, asks the kernel to read its first bytes in, registers it as the
-  open's backing file (FUSE passthrough: the kernel reads it itself) and replies; the handle's
-  RELEASE is answered there too.  Handles of one inode open at once share one backing file,
-  as the kernel requires (``lakefuse.fs.passthrough``).  Anything else (a write, the file
-  missing or of another size, the kernel refusing) goes to the handler, which from then on
-  decides every open of that inode: the binding takes the registration back first;
+  open's backing file (FUSE passthrough: the kernel reads it itself) and replies; the
+  handle's FLUSH, FSYNC and RELEASE are answered there too.  Handles of one inode open at
+  once share one backing file, as the kernel requires (``lakefuse.fs.passthrough``).
+  Anything else (a write, the file missing or of another size, the kernel refusing) goes to
+  the handler, which from then on decides every open of that inode: the binding takes the
+  registration back first;
 - a LOOKUP in a directory registered with all of its names, of an ASCII name not among them
   (the handler checks the others' encoding): a negative entry the kernel keeps as long as the handler's negative entries of immutable trees
   (``MountState.immutable_ttl``).  Names the directory has go to the handler.
