@@ -298,9 +298,9 @@ class LakeFilesystem:
         self._files.enable_passthrough(backings, branches=branches)
 
     def enable_native_answers(self, binding: BindingAnswers) -> bool:
-        """Let the FUSE binding answer opens of commit and tag files that are local files, and
-        lookups of names their directories do not have, itself (see
-        ``lakefuse.fs.native_answers``); whether it does (passthrough is on)."""
+        """Let the FUSE binding answer lookups of names that directories of commits and tags do
+        not have, and opens of their files that are local files, itself (see
+        ``lakefuse.fs.native_answers``); whether it answers opens (passthrough is on)."""
         return self._files.enable_native_answers(binding)
 
     def enable_native_reads(self, native: NativeReads) -> None:

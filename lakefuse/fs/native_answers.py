@@ -13,8 +13,9 @@ handler:
   the handler, which from then on decides every open of that inode: the binding takes the
   registration back first;
 - a LOOKUP in a directory registered with all of its names, of an ASCII name not among them
-  (the handler checks the others' encoding): a negative entry the kernel keeps as long as the handler's negative entries of immutable trees
-  (``MountState.immutable_ttl``).  Names the directory has go to the handler.
+  (the handler checks the others' encoding): a negative entry the kernel keeps as long as the
+  handler's negative entries of immutable trees (``MountState.immutable_ttl``).  Names the
+  directory has go to the handler.
 
 Reading a small commit file costs an OPEN and a RELEASE (and, for Hadoop's checksum
 filesystem, a LOOKUP of a missing ``.<name>.crc``), and their trips through trio and Python
@@ -26,14 +27,13 @@ taken back (``forget``):
 
 - a regular file of a commit or tag tree (immutable: the object a path names never changes,
   unlike on a branch, also a read-only one, which another writer may move) whose object is a
-  file of a local storage namespace, while passthrough is on (names are registered either
-  way), offered when its inode number is
-  new (a listed file, also one listed by name alone, or a node a lookup made): no handle of it
-  can be open yet, so every handle the kernel opens is the binding's (or, after a failure, the
-  handler's);
-- a directory of a commit or tag tree once a listing of it ended, with the names it reported
-  (a directory of more than ``MAX_NAMES`` names is not registered: the names would cost the
-  memory the inode table saves on them);
+  file of a local storage namespace, while passthrough is on, offered when its inode number
+  is new (a listed file, also one listed by name alone, or a node a lookup made): no handle of
+  it can be open yet, so every handle the kernel opens is the binding's (or, after a failure,
+  the handler's);
+- a directory of a commit or tag tree once a listing of it first ended, with the names it
+  reported (passthrough or not; a directory of more than ``MAX_NAMES`` names is not
+  registered: the names would cost the memory the inode table saves on them);
 - both taken back when the inode table lets the number go (``InodeTable.on_forgotten``): the
   kernel forgot it (it keeps an inode while a handle of it is open), or it was listed by name
   alone and dropped.
@@ -42,7 +42,7 @@ taken back (``forget``):
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Callable, Iterable, Protocol
+from typing import TYPE_CHECKING, Callable, Collection, Protocol
 
 from lakefuse.errors import LakefuseError
 from lakefuse.fs.readers import read_ahead_bytes
@@ -84,6 +84,7 @@ class NativeAnswers:
         self._local_file = local_file
         self._passthrough = passthrough
         self._negative_ttl = negative_ttl
+        self._named: set[int] = set()  # directories whose names the binding has
 
     def offer(self, ino: int, tree: Tree, entry: Entry) -> None:
         """A new inode number ``ino`` for a regular file of ``tree`` whose object is ``entry``."""
@@ -96,13 +97,15 @@ class NativeAnswers:
         if path is not None:
             self._binding.add(ino, os.fsencode(path), entry.size, read_ahead_bytes(entry.size))
 
-    def listed_whole(self, ino: int, tree: Tree, names: Iterable[str], count: int) -> None:
-        """A listing of directory ``ino`` of ``tree`` ended, having reported ``names``
-        (``count`` of them)."""
-        if immutable(tree) and count <= MAX_NAMES:
+    def listed_whole(self, ino: int, tree: Tree, names: Collection[str]) -> None:
+        """A listing of directory ``ino`` of ``tree`` ended, having reported ``names``."""
+        if ino not in self._named and immutable(tree) and len(names) <= MAX_NAMES:
             self._binding.add_names(ino, frozenset(name.encode("utf-8") for name in names), self._negative_ttl)
+            self._named.add(ino)
 
     def forget(self, ino: int) -> None:
         """``ino`` stands for nothing any more."""
         self._binding.remove(ino)
-        self._binding.remove_names(ino)
+        if ino in self._named:
+            self._named.discard(ino)
+            self._binding.remove_names(ino)

@@ -151,7 +151,7 @@ class Readdir(HandleOps):
                         h.kernel_token = None
                     native = self._inodes.native_answers
                     if native is not None and tree.ttl is None:  # its names never change
-                        native.listed_whole(node.ino, tree, h.names, len(h.names))
+                        native.listed_whole(node.ino, tree, h.names)
                     return
                 continue
             if not self._emit_buffered(h, add, tree, add_name):

@@ -15,6 +15,7 @@ class RecordingBinding:
     def __init__(self):
         self.registered: dict[int, tuple[bytes, int, int]] = {}
         self.names: dict[int, tuple[frozenset[bytes], float]] = {}
+        self.names_added = 0
 
     def add(self, ino: int, path: bytes, size: int, read_ahead: int = 0) -> None:
         self.registered[ino] = (path, size, read_ahead)
@@ -24,6 +25,7 @@ class RecordingBinding:
 
     def add_names(self, ino: int, names: frozenset[bytes], timeout: float) -> None:
         self.names[ino] = (names, timeout)
+        self.names_added += 1
 
     def remove_names(self, ino: int) -> None:
         self.names.pop(ino, None)
@@ -123,6 +125,8 @@ def test_a_commit_directory_listed_to_its_end_is_registered_with_its_names(tmp_p
         top: (frozenset({b"data", b"top.csv"}), 86400.0),
         data: (frozenset({b"part-0.csv", b"part-1.csv", b"part-2.csv"}), 86400.0),
     }
+    drive.listdir(f"sales/{commit}/data")  # listed again: the binding has its names already
+    assert binding.names_added == 2
     # the handler answers the same names missing: a negative entry kept as long
     missing = fs.lookup(data, b".part-0.csv.crc")
     assert missing.ino == 0 and missing.entry_timeout == 86400.0
