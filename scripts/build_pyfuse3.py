@@ -425,7 +425,7 @@ EDITS = [
     # (``native_open_add``: inode, path, size, read-ahead) is answered in C: the file is
     # registered with the kernel as the open's backing file (FUSE passthrough: the kernel then
     # reads it itself), shared by every handle of the inode open at once, and released with the
-    # last of them, whose RELEASE is answered in C too (the handle carries NATIVE_OPEN_FH).
+    # last of them, whose RELEASE is answered in C too (the handle carries native_open_fh).
     # Only read-only opens; anything else, and any failure (the file missing or not that size,
     # the kernel refusing), goes to the handler as before, and a failure takes the inode's
     # registration back first, so the handler decides every later open of it.  Reading a small
@@ -442,8 +442,7 @@ EDITS = [
      "cdef dict native_opens = {}\n"
      "cdef dict native_open_files = {}\n"
      "cdef unsigned long long native_open_count = 0\n"
-     "cdef unsigned long long native_open_fh = (<unsigned long long> 1) << 62\n"
-     "NATIVE_OPEN_FH = native_open_fh  # the bit of a handle _open_natively made\n"),
+     "cdef unsigned long long native_open_fh = (<unsigned long long> 1) << 62  # in its handles\n"),
     ("src/pyfuse3/handlers.pxi",
      "cdef void fuse_open (fuse_req_t req, fuse_ino_t ino, fuse_file_info *fi):\n"
      "    cdef _Container c = _Container()\n",
@@ -541,9 +540,6 @@ EDITS = [
      "def native_open_remove(ino):\n"
      "    \"Send OPENs of inode ino to the open handler again (added by lakefuse's build).\"\n"
      "    native_opens.pop(ino, None)\n\n\n"
-     "def native_open_registered(ino):\n"
-     "    \"Whether OPENs of inode ino are answered in C (added by lakefuse's build).\"\n"
-     "    return ino in native_opens\n\n\n"
      "def native_opens_answered():\n"
      "    \"How many OPENs were answered by native_open_add's rule (added by lakefuse's build).\"\n"
      "    return native_open_count\n\n\n"

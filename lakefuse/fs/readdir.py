@@ -150,7 +150,7 @@ class Readdir(HandleOps):
                         tree.kernel_listed(node.path, h.kernel_token)
                         h.kernel_token = None
                     native = self._inodes.native_answers
-                    if native is not None and tree.ttl is None:  # its names never change
+                    if native is not None:  # (it keeps only the names of commits and tags)
                         native.listed_whole(node.ino, tree, h.names)
                     return
                 continue
