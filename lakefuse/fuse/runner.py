@@ -204,8 +204,8 @@ async def _keep_status(ops: LakeOperations, status: MountStatusFile) -> None:
 
 def _final_report(ops: LakeOperations, status: MountStatusFile | None, mounted_once: bool) -> None:
     """At unmount: the error counters in the log (WARNING if any answer was an unexpected error)
-    and in the status file; how many reads and opens the binding answered itself and how many
-    files were read in ahead of cold walks, in the log."""
+    and in the status file; how many reads, opens and lookups the binding answered itself and
+    how many files were read in ahead of cold walks, in the log."""
     errors = ops.error_counts()
     log.log(logging.WARNING if ops.unexpected_errors() else logging.INFO, "errors answered, per operation: %s",
             format_counts(errors))
