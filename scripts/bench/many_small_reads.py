@@ -7,7 +7,7 @@ commit and a lakefuse branch holding the same files (the branch twice: as mounte
 with ``--passthrough-branches``), side by side in one run on the same disk.
 
     python scripts/bench/many_small_reads.py [--runs 3] [--dirs 100] [--per-dir 1000] [--spark]
-        [--master local[2]] [--workdir /var/tmp] [--timeout 1800] [--keep] [--quick]
+        [--busy-readers] [--busy-us 1000] [--master local[2]] [--workdir /var/tmp] [--timeout 1800] [--keep] [--quick]
         [--mount-args "--spin-us 0"]
 
 The dataset: ``--dirs`` directories ``data/d000 ...`` of ``--per-dir`` files ``part-00000.csv
@@ -31,6 +31,11 @@ The workloads, on each system:
   (FileNotFoundError expected), then open and read the file to its end (the bytes are checked);
 - "find | xargs cat": ``find d002 .. d005 -type f -print0 | xargs -0 cat > /dev/null``,
   files just listed (the number of files is checked once, after the runs, untimed);
+- "busy readers" (--busy-readers only): the files of the first 20 directories (at most),
+  listed and stat'ed (untimed, as Spark's discovery does), then read by 2 processes between
+  them, each doing what "probe + read" does per file and then computing ``--busy-us`` (1 ms by
+  default) on its CPU: a job whose workers parse what they read keeps every CPU of this 2-core
+  VM busy, and the mount's answers then wait for a CPU;
 - "Spark count" (--spark only: slow): ``spark.read.csv(file://<root>/data).count()`` with a
   schema, a header and recursiveFileLookup (d000 ... are not key=value partition directories:
   without it Spark finds no file), on one local Spark session (started once, then one count of
@@ -56,6 +61,7 @@ import shutil
 import signal
 import statistics
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -72,6 +78,8 @@ FIND_DIRS = 4  # the next ones, d002 .. d005: "find | xargs cat"
 #: the branch mounted with --passthrough-branches: the kernel reads its files itself
 KERNEL_BRANCH = "branch, kernel reads"
 STAGE_BATCH = 5000
+BUSY_DIRS = 20  # "busy readers": the files of d000 .. d019
+BUSY_READERS = 2  # processes, one per CPU of the project's VM
 
 
 @dataclass
@@ -194,6 +202,69 @@ def probe_and_read(files: list[tuple[str, str, bytes]]) -> float:
     return time.perf_counter() - started
 
 
+def busy_read(root: str, dirs: int, per_dir: int, index: int, count: int, busy_us: float) -> float:
+    """One busy reader: every ``count``-th file from the ``index``-th, as ``probe_and_read`` does
+    (stat of the missing ``.crc``, the whole file read and checked), then ``busy_us`` of CPU
+    time; seconds from its start to its last file."""
+    started = time.perf_counter()
+    for n in range(index, dirs * per_dir, count):
+        directory = f"{root}/data/{dir_name(n // per_dir)}"
+        name = file_name(n % per_dir)
+        try:
+            os.stat(f"{directory}/.{name}.crc")
+        except FileNotFoundError:
+            pass
+        else:
+            raise RuntimeError(f"{directory}/.{name}.crc exists")
+        with open(f"{directory}/{name}", "rb") as f:
+            data = f.read()
+        if data != content(n):
+            raise RuntimeError(f"{directory}/{name}: read {data!r}, expected {content(n)!r}")
+        until = time.perf_counter() + busy_us / 1e6
+        while time.perf_counter() < until:  # the job's own work: a CPU kept busy
+            pass
+    return time.perf_counter() - started
+
+
+def busy_readers(root: Path, dirs: int, per_dir: int, busy_us: float, timeout: float) -> float:
+    """``BUSY_READERS`` processes reading the files of ``dirs`` directories between them, each
+    computing ``busy_us`` after every file, so that every CPU is busy (what a job of several
+    workers that parse what they read does); the files listed and stat'ed first, untimed (as
+    Spark's discovery does). Seconds until the last reader's last file."""
+    for d in range(dirs):
+        directory = root / "data" / dir_name(d)
+        for name in os.listdir(directory):
+            os.stat(directory / name)
+    here = str(Path(__file__).resolve().parent)
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); from many_small_reads import busy_read; "
+            "sys.stdin.readline(); print(busy_read(sys.argv[2], *map(int, sys.argv[3:7]), float(sys.argv[7])))")
+    readers = [subprocess.Popen([sys.executable, "-c", code, here, str(root), str(dirs), str(per_dir), str(index),
+                                 str(BUSY_READERS), str(busy_us)],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                start_new_session=True)
+               for index in range(BUSY_READERS)]
+    try:
+        for reader in readers:  # all start at once
+            reader.stdin.write(b"go\n")
+            reader.stdin.flush()
+        deadline = time.monotonic() + timeout
+        seconds = []
+        for reader in readers:
+            out, err = reader.communicate(timeout=max(1.0, deadline - time.monotonic()))
+            if reader.returncode != 0:
+                raise RuntimeError(f"busy reader of {root} exited {reader.returncode}: {err.decode()[-2000:]}")
+            seconds.append(float(out))
+    except subprocess.TimeoutExpired:
+        raise TimeoutError(f"busy readers of {root}: still running after {timeout:.0f} s") from None
+    finally:
+        for reader in readers:
+            if reader.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(reader.pid, signal.SIGKILL)
+                reader.wait(30)
+    return max(seconds)
+
+
 def find_cat(directories: list[Path], timeout: float) -> float:
     script = 'set -o pipefail; find "$@" -type f -print0 | xargs -0 cat > /dev/null'
     return run_bounded(["bash", "-c", script, "find-cat", *map(str, directories)], timeout)
@@ -226,6 +297,10 @@ def main() -> None:
     parser.add_argument("--dirs", type=int, default=None, help="directories of the dataset (default 100; at least 3)")
     parser.add_argument("--per-dir", type=int, default=None, help="files per directory (default 1000)")
     parser.add_argument("--spark", action="store_true", help="also time a Spark count of the whole dataset (slow)")
+    parser.add_argument("--busy-readers", action="store_true",
+                        help=f"also time {BUSY_READERS} reader processes that keep the CPUs busy between files")
+    parser.add_argument("--busy-us", type=float, default=1000.0,
+                        help="CPU time each busy reader spends after each file, microseconds (default 1000)")
     parser.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
     parser.add_argument("--workdir", default="/var/tmp",
                         help="parent of the throw-away directory (default /var/tmp: /tmp may be tmpfs)")
@@ -244,7 +319,8 @@ def main() -> None:
 
     workdir = Path(tempfile.mkdtemp(prefix="lakefuse-bench-reads-", dir=args.workdir))
     try:
-        bench(workdir, runs, dirs, per_dir, args.spark, args.master, args.timeout, tuple(args.mount_args.split()))
+        bench(workdir, runs, dirs, per_dir, args.spark, args.master, args.timeout, tuple(args.mount_args.split()),
+              busy_us=args.busy_us if args.busy_readers else None)
     finally:
         for mnt in workdir.glob("mnt-*"):
             unmount(mnt)
@@ -255,12 +331,13 @@ def main() -> None:
 
 
 def bench(workdir: Path, runs: int, dirs: int, per_dir: int, use_spark: bool, master: str, timeout: float,
-          mount_args: tuple[str, ...] = ()) -> None:
+          mount_args: tuple[str, ...] = (), busy_us: float | None = None) -> None:
     started = time.monotonic()
     total = dirs * per_dir
     probe_dirs = list(range(PROBE_DIRS))
     find_dirs = list(range(PROBE_DIRS, min(dirs, PROBE_DIRS + FIND_DIRS)))
     n_probe, n_find = len(probe_dirs) * per_dir, len(find_dirs) * per_dir
+    busy_dirs = min(dirs, BUSY_DIRS)
 
     local = workdir / "local"
     t = time.perf_counter()
@@ -317,6 +394,9 @@ def bench(workdir: Path, runs: int, dirs: int, per_dir: int, use_spark: bool, ma
                                                    f"probe + read on {system.label}"))
                     cold_ok = drop_caches() and cold_ok
                     system.record("find", find_cat([root / "data" / dir_name(d) for d in find_dirs], timeout))
+                    if busy_us is not None:
+                        cold_ok = drop_caches() and cold_ok
+                        system.record("busy", busy_readers(root, busy_dirs, per_dir, busy_us, timeout))
                     if spark is not None:
                         cold_ok = drop_caches() and cold_ok
                         system.record("spark", spark_count(spark, root, total, timeout))
@@ -339,6 +419,9 @@ def bench(workdir: Path, runs: int, dirs: int, per_dir: int, use_spark: bool, ma
             ("spark", f"Spark count: {total:,} files ({master})")]
     if spark is None:
         rows.pop()
+    if busy_us is not None:
+        rows.insert(2, ("busy", f"{BUSY_READERS} busy readers ({busy_us:.0f} µs CPU/file): "
+                                f"{busy_dirs * per_dir:,} files"))
     report(systems, rows, runs, cold_ok, use_spark)
 
 
