@@ -1,14 +1,15 @@
 """Many small files read back (issue 18, read side): for 2,000 tiny CSV files, a stat of a
 missing `.crc` sibling and then a full read of the file (what Hadoop's checksum filesystem does
-for every file it opens), `find | xargs cat` of 4,000 files, and (with --spark) a Spark count of
-a dataset of 100,000 one-row CSV files, on a local directory, bindfs, the pyfuse3 mirror of the
-same directory (pyfuse3_mirror.py: what any pyfuse3 filesystem costs per request), a lakefuse
-commit and a lakefuse branch holding the same files (the branch twice: as mounted by default, and
+for every file it opens), `find | xargs cat` of 4,000 files, (with --busy-readers) two reader
+processes that compute between files, and (with --spark) a Spark count of a dataset of 100,000
+one-row CSV files, on a local directory, bindfs, the pyfuse3 mirror of the same directory
+(pyfuse3_mirror.py: what any pyfuse3 filesystem costs per request), a lakefuse commit and a
+lakefuse branch holding the same files (the branch twice: as mounted by default, and
 with ``--passthrough-branches``), side by side in one run on the same disk.
 
     python scripts/bench/many_small_reads.py [--runs 3] [--dirs 100] [--per-dir 1000] [--spark]
-        [--busy-readers] [--busy-us 1000] [--master local[2]] [--workdir /var/tmp] [--timeout 1800] [--keep] [--quick]
-        [--mount-args "--spin-us 0"]
+        [--busy-readers] [--busy-us 1000] [--master local[2]] [--workdir /var/tmp] [--timeout 1800]
+        [--keep] [--quick] [--mount-args "--spin-us 0"]
 
 The dataset: ``--dirs`` directories ``data/d000 ...`` of ``--per-dir`` files ``part-00000.csv
 ...``, each "id,value\\n<n>,<2n>\\n" (a few bytes), written once on local disk (the local
@@ -316,6 +317,8 @@ def main() -> None:
     per_dir = args.per_dir or (200 if quick else 1000)
     if dirs < PROBE_DIRS + 1 or per_dir < 1:
         parser.error(f"--dirs must be at least {PROBE_DIRS + 1} and --per-dir at least 1")
+    if not 0 <= args.busy_us <= 1e6:
+        parser.error("--busy-us must be between 0 and 1000000")
 
     workdir = Path(tempfile.mkdtemp(prefix="lakefuse-bench-reads-", dir=args.workdir))
     try:
@@ -396,7 +399,8 @@ def bench(workdir: Path, runs: int, dirs: int, per_dir: int, use_spark: bool, ma
                     system.record("find", find_cat([root / "data" / dir_name(d) for d in find_dirs], timeout))
                     if busy_us is not None:
                         cold_ok = drop_caches() and cold_ok
-                        system.record("busy", busy_readers(root, busy_dirs, per_dir, busy_us, timeout))
+                        system.record("busy", bounded(partial(busy_readers, root, busy_dirs, per_dir, busy_us, timeout),
+                                                      timeout + 60, f"busy readers on {system.label}"))
                     if spark is not None:
                         cold_ok = drop_caches() and cold_ok
                         system.record("spark", spark_count(spark, root, total, timeout))
