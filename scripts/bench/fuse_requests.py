@@ -4,7 +4,7 @@ server does per request) and a lakefuse branch side by side: the kernel's own vi
 FUSE tracepoints (``fuse:fuse_request_send`` and ``fuse:fuse_request_end``, Linux 6.12 and
 later), with no instrumentation in any server.
 
-    python scripts/bench/fuse_requests.py [--workload create|utime|tar|cp|grep|git|rm|all] [--files 300]
+    python scripts/bench/fuse_requests.py [--workload create|utime|tar|cp|rsync|grep|git|rm|all] [--files 300]
         [--runs 2] [--workdir DIR]
 
 Per workload and system: the workload's seconds, then per request kind (LOOKUP, CREATE,
@@ -26,6 +26,8 @@ not); exits 2 with a one-line reason when the kernel has no FUSE tracepoints.  T
   --no-hardlinks`` do after each copy);
 - ``tar``: ``tar x`` of a tree of ``--files`` files (small_files.py's kind: 1-200 KiB);
 - ``cp``: ``cp -r`` of the same tree from the local disk;
+- ``rsync``: ``rsync -a`` of the same tree (each file written under a temporary name, its times
+  and mode set, then renamed into place);
 - ``grep``: ``grep -r`` over the ``tar`` tree just written (run after it);
 - ``git``: ``git clone --no-hardlinks`` of a repository of ``--files`` files in 6 commits;
 - ``rm``: ``rm -r`` of the ``tar`` tree (run after it).
@@ -62,7 +64,7 @@ from small_files import NEEDLE, create_files, make_git_repo, make_tree  # noqa: 
 
 TRACEFS = Path("/sys/kernel/tracing")
 EVENTS = ("fuse/fuse_request_send", "fuse/fuse_request_end")
-WORKLOADS = ("create", "utime", "tar", "cp", "grep", "git", "rm")
+WORKLOADS = ("create", "utime", "tar", "cp", "rsync", "grep", "git", "rm")
 REPO = "requests"
 #: traced on after a workload ends (untimed): the kernel sends RELEASE after close(2) returns
 SETTLE_SECONDS = 0.5
@@ -218,6 +220,8 @@ def run_workload(name: str, target: Path, fixtures: Path, files: int) -> None:
                        check=True)
     elif name == "cp":
         subprocess.run(["cp", "-r", str(fixtures / "tree"), str(target / "tree")], check=True)
+    elif name == "rsync":
+        subprocess.run(["rsync", "-a", f"{fixtures / 'tree'}/", str(target / "tree")], check=True)
     elif name == "git":
         subprocess.run(["git", "clone", "-q", "--no-hardlinks", str(fixtures / "repo"), str(target / "clone")],
                        check=True, capture_output=True)
@@ -227,7 +231,7 @@ def run_workload(name: str, target: Path, fixtures: Path, files: int) -> None:
 
 def make_fixtures(fixtures: Path, files: int, workloads: list[str]) -> None:
     fixtures.mkdir(parents=True)
-    if {"tar", "cp", "grep", "rm"} & set(workloads):
+    if {"tar", "cp", "rsync", "grep", "rm"} & set(workloads):
         make_tree(fixtures / "tree", files, max(4, files // 35))
         subprocess.run(["tar", "-cf", str(fixtures / "tree.tar"), "-C", str(fixtures), "tree"], check=True)
     if "git" in workloads:
@@ -289,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
     for reader in ("grep", "rm"):  # they work on the tree ``tar`` writes
         if reader in workloads and "tar" not in workloads:
             workloads.insert(workloads.index(reader), "tar")
-    for tool in ("bindfs", *(["git"] if "git" in workloads else [])):
+    for tool in ("bindfs", *(tool for tool in ("git", "rsync") if tool in workloads)):
         if not have(tool):
             print(f"fuse_requests: {tool} is not installed", file=sys.stderr)
             return 2

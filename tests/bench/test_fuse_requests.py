@@ -82,3 +82,22 @@ def test_the_script_counts_each_request_of_each_mount(tmp_path, capsys):
     assert re.search(r"\n  RELEASE" + three + r"\s+\d+\.\d\d\n", out)
     assert re.search(r"no request outstanding .*: bindfs \d+%.*; mirror \d+%.*; lakefuse \d+%", out)
     assert not [p for p in tmp_path.iterdir() if p.name.startswith("lakefuse-requests-")]  # removed
+
+
+@pytest.mark.skipif(shutil.which("rsync") is None, reason="needs rsync")
+def test_the_rsync_workload_copies_the_tree_with_modes_and_times(tmp_path):
+    fixtures = tmp_path / "fixtures"
+    fuse_requests.make_fixtures(fixtures, 12, ["rsync"])
+    source = fixtures / "tree"
+    os.chmod(next(p for p in source.rglob("*") if p.is_file()), 0o600)
+    target = tmp_path / "run-rsync"
+    fuse_requests.run_workload("rsync", target, fixtures, 12)
+    copied = target / "tree"
+    originals = sorted(p.relative_to(source) for p in source.rglob("*") if p.is_file())
+    assert len(originals) == 12
+    assert sorted(p.relative_to(copied) for p in copied.rglob("*") if p.is_file()) == originals
+    for relative in originals:
+        before, after = (source / relative).stat(), (copied / relative).stat()
+        assert (copied / relative).read_bytes() == (source / relative).read_bytes()
+        assert (after.st_mode, int(after.st_mtime)) == (before.st_mode, int(before.st_mtime))
+    assert not [p for p in copied.rglob(".*") if p.is_file()]  # no temporary file left behind
