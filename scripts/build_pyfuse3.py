@@ -31,8 +31,9 @@ and pyfuse3 exposes no passthrough API.  So this script:
    and OPEN of an inode registered with ``pyfuse3.native_open_add(ino, path, size, read_ahead)``
    answered in C with that file as the backing file, and the FLUSH, FSYNC and RELEASE of such
    a handle (``native_open_remove``, ``native_opens_answered``); and LOOKUP of a name a directory
-   registered with ``pyfuse3.native_names_add(ino, names, timeout)`` does not have answered in
-   C with a negative entry (``native_names_remove``, ``native_misses_answered``);
+   registered with ``pyfuse3.native_names_add(ino, names, timeout, expires)`` does not have
+   answered in C with a negative entry (``native_names_insert``, ``native_names_remove``,
+   ``native_misses_answered``);
 3. builds a wheel of that pyfuse3 linked to the new libfuse (rpath, so nothing system-wide
    changes: the system's libfuse, fusermount3 and mount helpers stay as they are).
 
@@ -570,8 +571,11 @@ EDITS = [
     # names (``native_names_add``: inode, names, timeout) does not have is answered in C: a
     # negative entry the kernel keeps for that timeout, without a coroutine, trio or the
     # handler.  A name the directory has, and any directory not registered, goes to the
-    # handler as before.  Hadoop's checksum filesystem looks up a missing ``.<name>.crc``
-    # beside every file it opens.
+    # handler as before; so does every LOOKUP once the registration's ``expires`` (a
+    # CLOCK_MONOTONIC time, Python's ``time.monotonic()``; 0: never) has passed, and the
+    # registration is dropped then.  ``native_names_insert`` adds a name to a registered
+    # directory's (a name about to be made in it).  Hadoop's checksum filesystem looks up a
+    # missing ``.<name>.crc`` beside every file it opens.
     ("src/pyfuse3/__init__.pyx",
      "cdef dict native_opens = {}\n",
      "cdef dict native_opens = {}\n"
@@ -581,12 +585,16 @@ EDITS = [
      "cdef void fuse_lookup (fuse_req_t req, fuse_ino_t parent,\n"
      "                       const_char *name):\n"
      "    cdef _Container c = _Container()\n",
+     "cdef extern from '<time.h>' nogil:\n"
+     "    int lf_clock_gettime 'clock_gettime' (int clock, timespec *now)\n"
+     "    enum: LF_CLOCK_MONOTONIC 'CLOCK_MONOTONIC'\n\n"
      "cdef int _lookup_missing_natively(fuse_req_t req, fuse_ino_t parent, const_char *name) except -1:\n"
      "    # 1 if LOOKUP was answered with a negative entry: the directory registered for parent\n"
      "    # has no such name; else 0 (added by lakefuse's build)\n"
      "    global native_miss_count\n"
      "    cdef fuse_entry_param entry\n"
      "    cdef int ret\n"
+     "    cdef timespec now\n"
      "    cdef const unsigned char *byte = <const unsigned char *> name\n"
      "    registered = native_names.get(parent)\n"
      "    if registered is None:\n"
@@ -595,7 +603,12 @@ EDITS = [
      "        if byte[0] >= 0x80:\n"
      "            return 0\n"
      "        byte += 1\n"
-     "    names, timeout = registered\n"
+     "    names, timeout, expires = registered\n"
+     "    if expires > 0:\n"
+     "        lf_clock_gettime(LF_CLOCK_MONOTONIC, &now)\n"
+     "        if now.tv_sec + now.tv_nsec * 1e-9 >= expires:\n"
+     "            del native_names[parent]\n"
+     "            return 0\n"
      "    key = PyBytes_FromString(name)\n"
      "    if key in names or len(key) > 255 or key == b'.' or key == b'..':\n"
      "        return 0\n"
@@ -615,11 +628,18 @@ EDITS = [
      "    c = _Container()\n"),
     ("src/pyfuse3/__init__.pyx",
      "def handles_killpriv_v2():\n",
-     "def native_names_add(ino, names, timeout):\n"
-     "    \"Answer LOOKUP in directory ino of a name not in names (a frozenset of bytes: all of\"\n"
-     "    \" the directory's) in C, with a negative entry the kernel keeps timeout seconds;\"\n"
-     "    \" until native_names_remove(ino) (added by lakefuse's build).\"\n"
-     "    native_names[ino] = (frozenset(names), float(timeout))\n\n\n"
+     "def native_names_add(ino, names, timeout, expires=0.0):\n"
+     "    \"Answer LOOKUP in directory ino of a name not in names (bytes: all of the\"\n"
+     "    \" directory's) in C, with a negative entry the kernel keeps timeout seconds; until\"\n"
+     "    \" native_names_remove(ino) or the time.monotonic() time expires (0: never; added by\"\n"
+     "    \" lakefuse's build).\"\n"
+     "    native_names[ino] = (set(names), float(timeout), float(expires))\n\n\n"
+     "def native_names_insert(ino, name):\n"
+     "    \"Send LOOKUPs of name (bytes) in directory ino to the lookup handler from now on, if\"\n"
+     "    \" the directory is registered (added by lakefuse's build).\"\n"
+     "    registered = native_names.get(ino)\n"
+     "    if registered is not None:\n"
+     "        registered[0].add(bytes(name))\n\n\n"
      "def native_names_remove(ino):\n"
      "    \"Send every LOOKUP in directory ino to the lookup handler again (added by lakefuse's build).\"\n"
      "    native_names.pop(ino, None)\n\n\n"

@@ -9,7 +9,8 @@ attributes to invalidate (``Invalidations``): the changed paths' nodes, the dire
 above them that the kernel knows and that no longer exist, and the negative entries it was
 given for those names (``lakefuse.fs.negatives``).  A file being written through
 this mount keeps its version.  ``changed_here`` does the same at once for a head this mount
-moved itself (a merge or reset through ``.lakefuse/``).
+moved itself (a merge or reset through ``.lakefuse/``).  Either way the binding stops answering
+missing names in the branch's directories (``NativeAnswers.tree_changed``).
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ class ChangeFeed:
             except LakefuseError as exc:
                 log.warning("change feed of %s/%s: %s", tree.repo, tree.branch, exc)
                 continue
+            if changed is None or changed:
+                self._native_names_changed(tree)
             if changed is None:
                 for node in self._state.table.nodes():
                     if node.tree is tree and node.attached and node.path:
@@ -64,6 +67,7 @@ class ChangeFeed:
         now, not at the next poll, to drop its names and attributes of the branch's paths (as
         a poll does when another process moved the head)."""
         tree.forget_all()
+        self._native_names_changed(tree)
         out = Invalidations()
         for node in self._state.table.nodes():
             if node.tree is tree and node.path:
@@ -73,6 +77,12 @@ class ChangeFeed:
         invalidate = self._state.kernel_invalidator
         if out and invalidate is not None:
             invalidate(out)
+
+    def _native_names_changed(self, tree: Tree) -> None:
+        """The binding no longer answers missing names in ``tree``'s directories (names others
+        made are not in its sets; ``lakefuse.fs.native_answers``)."""
+        if self._inodes.native_answers is not None:
+            self._inodes.native_answers.tree_changed(tree)
 
     def _invalidate_paths(self, tree: Tree, paths: set[str], out: Invalidations) -> None:
         find = self._inodes.find

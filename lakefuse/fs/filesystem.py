@@ -245,6 +245,7 @@ class LakeFilesystem:
             if not blocking:
                 raise WouldBlock
             return self._refdirs.mkdir(parent, name, mode)
+        self._may_be_made(parent_ino, name)
         return self._namespace.mkdir(parent, name, mode, uid, gid, blocking)
 
     def rmdir(self, parent_ino: int, name: bytes | str, blocking: bool = True) -> None:
@@ -266,6 +267,7 @@ class LakeFilesystem:
                flags: int = 0, blocking: bool = True) -> None:
         """``blocking=False``: a file's rename memory can decide, queued for the stager, else
         WouldBlock before any change."""
+        self._may_be_made(new_parent_ino, new_name)
         self._namespace.rename(self.table.get(old_parent_ino), old_name, self.table.get(new_parent_ino), new_name,
                                flags, blocking)
 
@@ -275,6 +277,7 @@ class LakeFilesystem:
 
     def symlink(self, parent_ino: int, name: bytes | str, target: bytes | str, uid: int | None = None,
                 gid: int | None = None) -> Attributes:
+        self._may_be_made(parent_ino, name)
         return self._special.symlink(self.table.get(parent_ino), name, target, uid, gid)
 
     def readlink(self, ino: int, blocking: bool = True) -> bytes:
@@ -289,7 +292,15 @@ class LakeFilesystem:
             self.flush(result.fh)
             self.release(result.fh)
             return self.getattr(attrs.ino)
+        self._may_be_made(parent_ino, name)
         return self._special.mknod(self.table.get(parent_ino), name, mode, rdev, uid, gid)
+
+    def _may_be_made(self, parent_ino: int, name: bytes | str) -> None:
+        """Before a name is made in a directory: if the binding answers that directory's missing
+        names, it sends this one's lookups to the handler from now on (``lakefuse.fs.native_answers``)."""
+        native = self._inodes.native_answers
+        if native is not None:
+            native.may_exist(parent_ino, name)
 
     # ------------------------------------------------------------------ files
 
@@ -337,6 +348,7 @@ class LakeFilesystem:
                uid: int | None = None, gid: int | None = None) -> tuple[OpenResult, Attributes]:
         """``blocking=False``: WouldBlock unless what the name is now is known in memory.
         ``uid``/``gid``: the requester's (a new file's owner; None: not stored)."""
+        self._may_be_made(parent_ino, name)
         return self._files.create(self.table.get(parent_ino), name, mode, flags, blocking, uid, gid)
 
     def read(self, fh: int, offset: int, size: int) -> bytes:

@@ -87,8 +87,11 @@ class Namespace:
         # find, and every staging of the branch (rmdir, rename, fsync, commit) writes it first
         marker = self._uploader.store_empty(tree, metadata)
         stat = PathStat(True, marker)
-        node = self._inodes.tree_node(tree, path, stat, tree.remember_empty_dir(path, stat, pending=True))
+        empty_until = tree.remember_empty_dir(path, stat, pending=True)
+        node = self._inodes.tree_node(tree, path, stat, empty_until)
         self._table.add_lookup(node)
+        if self._inodes.native_answers is not None:  # its missing names answered by the binding
+            self._inodes.native_answers.made_dir(node.ino, tree, empty_until)
         self._unstaged.add(node)  # before the stager may write it (its write takes it out)
         self._stager.put(tree, dir_prefix(path), marker)
         self._inodes.dir_changed(tree, parent.path)

@@ -1,5 +1,5 @@
-"""Native answers: OPENs of commit and tag files, and LOOKUPs of names their directories do not
-have, that the FUSE binding answers itself.
+"""Native answers: OPENs of commit and tag files, and LOOKUPs of names their directories (and
+directories this mount just made on a branch) do not have, that the FUSE binding answers itself.
 
 lakefuse's build of pyfuse3 (``scripts/build_pyfuse3.py``) can answer these without calling a
 handler:
@@ -34,13 +34,25 @@ taken back (``forget``):
 - a directory of a commit or tag tree once a listing of it first ended, with the names it
   reported (passthrough or not; a directory of more than ``MAX_NAMES`` names is not
   registered: the names would cost the memory the inode table saves on them);
-- both taken back when the inode table lets the number go (``InodeTable.on_forgotten``): the
+- a directory ``mkdir`` made on a branch (``made_dir``), with no names: it is empty, and every
+  name this mount makes in it is added (``may_exist``, called before the name is made: a name
+  in the set only sends its LOOKUP to the handler, so adding early, or for a make that then
+  fails, is always safe).  The binding answers with no negative entry for the kernel to keep
+  (timeout 0: nothing to invalidate later).  Names other writers make are not seen here, so
+  the registration ends when the branch's tree would stop trusting that the directory is
+  empty (its ``expires``: ``branch_ttl``, or ``watched_branch_ttl`` under a change feed; the
+  binding drops it then) and when a change-feed poll, or a merge or reset through
+  ``.lakefuse/``, says the branch changed (``tree_changed``).  Creating a file in a new
+  directory (``tar x``, ``cp -r``, ``git clone``, ``rsync``) costs a LOOKUP of its name
+  first;
+- all taken back when the inode table lets the number go (``InodeTable.on_forgotten``): the
   kernel forgot it (it keeps an inode while a handle of it is open), or it was listed by name
   alone and dropped.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from typing import TYPE_CHECKING, Callable, Collection, Protocol
 
@@ -63,9 +75,12 @@ class BindingAnswers(Protocol):
 
     def remove(self, ino: int) -> None: ...
 
-    def add_names(self, ino: int, names: frozenset[bytes], timeout: float) -> None: ...
+    def add_names(self, ino: int, names: frozenset[bytes], timeout: float, expires: float = 0.0) -> None: ...
 
     def remove_names(self, ino: int) -> None: ...
+
+    #: None: the binding cannot add a name to a registered directory (nor expire one)
+    insert_name: Callable[[int, bytes], None] | None
 
 
 def immutable(tree: Tree) -> bool:
@@ -85,6 +100,8 @@ class NativeAnswers:
         self._passthrough = passthrough
         self._negative_ttl = negative_ttl
         self._named: set[int] = set()  # directories whose names the binding has
+        self._branch_dirs: dict[int, object] = {}  # those of them on branches: their tree's key
+        self._insert_name = getattr(binding, "insert_name", None)
 
     def offer(self, ino: int, tree: Tree, entry: Entry) -> None:
         """A new inode number ``ino`` for a regular file of ``tree`` whose object is ``entry``."""
@@ -103,9 +120,37 @@ class NativeAnswers:
             self._binding.add_names(ino, frozenset(name.encode("utf-8") for name in names), self._negative_ttl)
             self._named.add(ino)
 
+    def made_dir(self, ino: int, tree: Tree, expires: float) -> None:
+        """This mount made directory ``ino`` of branch ``tree``, empty, and the tree trusts
+        that until ``expires`` (a ``time.monotonic()`` time; inf: until told otherwise)."""
+        if self._insert_name is None or immutable(tree) or ino in self._named:
+            return
+        self._binding.add_names(ino, frozenset(), 0.0, 0.0 if math.isinf(expires) else expires)
+        self._named.add(ino)
+        self._branch_dirs[ino] = tree.key
+
+    def may_exist(self, parent_ino: int, name: bytes | str) -> None:
+        """``name`` may be made in directory ``parent_ino`` now: its LOOKUPs go to the handler."""
+        if parent_ino in self._branch_dirs:
+            if isinstance(name, str):
+                name = name.encode("utf-8", "surrogateescape")
+            self._insert_name(parent_ino, name)
+
+    def tree_changed(self, tree: Tree) -> None:
+        """Branch ``tree`` changed in ways this mount did not make name by name: none of its
+        directories' names stay with the binding."""
+        for ino, key in list(self._branch_dirs.items()):  # a copy: made_dir may run on another thread
+            if key != tree.key:
+                continue
+            self._drop_names(ino)
+
     def forget(self, ino: int) -> None:
         """``ino`` stands for nothing any more."""
         self._binding.remove(ino)
         if ino in self._named:
-            self._named.discard(ino)
-            self._binding.remove_names(ino)
+            self._drop_names(ino)
+
+    def _drop_names(self, ino: int) -> None:
+        self._named.discard(ino)
+        self._branch_dirs.pop(ino, None)
+        self._binding.remove_names(ino)

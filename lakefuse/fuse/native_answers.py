@@ -1,5 +1,5 @@
-"""``binding_answers``: the registries of what lakefuse's pyfuse3 answers itself in commit and
-tag trees: OPENs of files (``native_open_*``) and LOOKUPs of names a directory does not have
+"""``binding_answers``: the registries of what lakefuse's pyfuse3 answers itself: OPENs of
+commit and tag files (``native_open_*``) and LOOKUPs of names a directory does not have
 (``native_names_*``).
 
 Owns the calls scripts/build_pyfuse3.py adds to pyfuse3 for this.  What is registered, and
@@ -22,14 +22,18 @@ def binding_answers() -> BindingAnswers | None:
 class BindingAnswers:
     """``add(ino, path, size, read_ahead)``: the binding answers read-only OPENs of ``ino``
     with the file at ``path`` as the kernel's backing file; ``remove(ino)``: no longer.
-    ``add_names(ino, names, timeout)``: it answers LOOKUPs in directory ``ino`` of a name not
-    in ``names`` with a negative entry; ``remove_names(ino)``: no longer.  ``opens_answered()``
-    and ``misses_answered()`` count what it answered so far."""
+    ``add_names(ino, names, timeout[, expires])``: it answers LOOKUPs in directory ``ino`` of
+    a name not in ``names`` with a negative entry (until ``expires``, a ``time.monotonic()``
+    time, if given); ``remove_names(ino)``: no longer.  ``insert_name(ino, name)``: ``name``
+    goes to the handler from now on (None for a build of pyfuse3 without it, whose
+    registrations cannot expire either).  ``opens_answered()`` and ``misses_answered()`` count
+    what it answered so far."""
 
     def __init__(self):
         self.add = pyfuse3.native_open_add
         self.remove = pyfuse3.native_open_remove
         self.add_names = pyfuse3.native_names_add
         self.remove_names = pyfuse3.native_names_remove
+        self.insert_name = getattr(pyfuse3, "native_names_insert", None)
         self.opens_answered = pyfuse3.native_opens_answered
         self.misses_answered = pyfuse3.native_misses_answered

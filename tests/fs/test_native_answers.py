@@ -5,6 +5,11 @@ registries, branch files and directories never, and a forgotten inode is taken b
 
 from __future__ import annotations
 
+import stat
+import time
+
+import pytest
+
 from lakefuse.fs.filesystem import LakeFilesystem
 from test_passthrough import LocalFilesBackend, RecordingBackings
 
@@ -144,3 +149,78 @@ def test_a_directory_of_more_names_than_the_limit_is_not_registered(tmp_path, ma
     drive.listdir(f"sales/{commit}/data")  # 3 names
     drive.listdir(f"sales/{commit}")  # 2
     assert set(binding.names) == {drive.ino(f"sales/{commit}")}
+
+
+class InsertingBinding(RecordingBinding):
+    """A binding that can add a name to a registered directory's and expire a registration."""
+
+    def __init__(self):
+        super().__init__()
+        self.expires: dict[int, float] = {}
+
+    def add_names(self, ino: int, names: frozenset[bytes], timeout: float, expires: float = 0.0) -> None:
+        super().add_names(ino, set(names), timeout)
+        self.expires[ino] = expires
+
+    def insert_name(self, ino: int, name: bytes) -> None:
+        if ino in self.names:
+            self.names[ino][0].add(name)
+
+
+def branch_filesystem(tmp_path, *, change_feed: bool = False):
+    backend = LocalFilesBackend(tmp_path)
+    backend.create_repository("sales")
+    backend.put_object("sales", "main", "top.csv", b"x,y\n1,2\n")
+    fs = LakeFilesystem(backend, spool_dir=str(tmp_path / "spool"), change_feed=change_feed)
+    binding = InsertingBinding()
+    fs.enable_native_answers(binding)
+    return fs, binding, backend
+
+
+def test_a_directory_made_on_a_branch_is_registered_empty_until_its_listing_would_expire(tmp_path, make_driver):
+    fs, binding, _ = branch_filesystem(tmp_path)
+    drive = make_driver(fs)
+    before = time.monotonic()
+    made = drive.mkdir("sales/main/new").ino
+    assert binding.names[made] == (set(), 0.0)  # no negative entry for the kernel to keep
+    assert before + 0.9 < binding.expires[made] <= time.monotonic() + 1.0  # the branch's 1 s
+    assert drive.ino("sales/main") not in binding.names  # only directories made here, empty
+
+
+def test_every_name_made_in_it_goes_to_the_handler_first(tmp_path, make_driver):
+    fs, binding, _ = branch_filesystem(tmp_path)
+    drive = make_driver(fs)
+    made = drive.mkdir("sales/main/new").ino
+    drive.write("sales/main/new/file.csv", b"1\n")
+    drive.mkdir("sales/main/new/sub")
+    fs.symlink(made, b"link", b"file.csv")
+    fs.mknod(made, b"fifo", stat.S_IFIFO | 0o644)
+    drive.rename("sales/main/top.csv", "sales/main/new/moved.csv")
+    with pytest.raises(OSError):  # a make that fails: its name was added all the same (harmless)
+        fs.mkdir(made, b"file.csv", 0o755)
+    names = binding.names[made][0]
+    assert names == {b"file.csv", b"sub", b"link", b"fifo", b"moved.csv"}
+    assert drive.ino("sales/main/new/sub") in binding.names  # made here too: registered, empty
+    assert sorted(drive.listdir("sales/main/new")) == sorted(name.decode() for name in names)
+
+
+def test_a_change_of_the_branch_or_a_forgotten_inode_takes_the_names_back(tmp_path, make_driver):
+    fs, binding, backend = branch_filesystem(tmp_path, change_feed=True)
+    drive = make_driver(fs)
+    first, second = drive.mkdir("sales/main/a").ino, drive.mkdir("sales/main/b").ino
+    assert binding.expires[first] > time.monotonic() + 3500  # a watched branch's hour, or until a poll
+    assert not fs.poll_changes() and set(binding.names) == {first, second}  # nothing changed
+    backend.put_object("sales", "main", "elsewhere.csv", b"another writer\n")
+    fs.poll_changes()
+    assert binding.names == {}  # names others made are not in the sets
+    third = drive.mkdir("sales/main/c").ino
+    fs.forget([(third, 1)])
+    assert third not in binding.names
+
+
+def test_a_binding_that_cannot_add_names_gets_no_branch_directory(tmp_path, make_driver):
+    fs, binding, _, _ = filesystem(tmp_path)  # RecordingBinding: no insert_name
+    drive = make_driver(fs)
+    drive.mkdir("sales/main/new")
+    drive.write("sales/main/new/file.csv", b"1\n")
+    assert binding.names == {}

@@ -11,6 +11,7 @@ import errno
 import mmap
 import os
 import time
+from pathlib import Path
 
 import pytest
 
@@ -254,3 +255,57 @@ def test_concurrent_opens_reads_and_writes_of_one_file_never_fail(kernel_branch)
     with concurrent.futures.ThreadPoolExecutor(6) as pool:
         list(pool.map(lambda job: job(None), [read, read, read, read, rewrite]))
     assert path.read_bytes() == b"y" * 100_000
+
+
+def _binding_adds_names():
+    import pyfuse3
+
+    if not hasattr(pyfuse3, "native_names_insert"):
+        reason = "pyfuse3 without native_names_insert (scripts/build_pyfuse3.py did not run)"
+        if in_ci():
+            pytest.fail(reason)
+        pytest.skip(reason)
+
+
+def test_missing_names_of_a_directory_made_on_a_branch_are_answered_by_the_binding(lake_home, tmp_path):
+    """A directory mkdir made on a branch: lookups of names it does not have are answered in
+    C (each create's LOOKUP first), names made in it still reach the mount once the kernel
+    forgot them, and a file another writer adds is seen after the change-feed poll."""
+    _binding_adds_names()
+    lake_home.catalog.create_branch("sales", "native-made", "main")
+    with mounted(lake_home, tmp_path / "mnt", "lakefs://sales") as mount:
+        new = mount / "native-made/new"
+        new.mkdir()
+        for i in range(10):
+            assert not (new / f".f{i}.csv.crc").exists()
+            (new / f"f{i}.csv").write_bytes(f"{i}\n".encode())  # its LOOKUP, then the CREATE
+        (new / "sub").mkdir()
+        os.rename(new / "f9.csv", new / "renamed.csv")
+        expected = sorted([f"f{i}.csv" for i in range(9)] + ["renamed.csv", "sub"])
+        Path("/proc/sys/vm/drop_caches").write_text("2")  # the kernel forgets its names
+        assert sorted(os.listdir(new)) == expected
+        for i in range(9):
+            assert (new / f"f{i}.csv").read_bytes() == f"{i}\n".encode()
+        assert (new / "renamed.csv").read_bytes() == b"9\n" and (new / "sub").is_dir()
+        assert not (new / "f9.csv").exists()
+        lake_home.catalog.upload_bytes("sales", "native-made", "new/elsewhere.csv", b"another writer\n")
+        deadline = time.monotonic() + 10
+        while not (new / "elsewhere.csv").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert (new / "elsewhere.csv").read_bytes() == b"another writer\n"
+    assert answered_in_the_binding(mount)[1] >= 20  # 10 probes and 10 creates' lookups at least
+
+
+def test_without_a_change_feed_a_made_directory_is_answered_by_the_binding_for_the_branch_timeout(
+        lake_home, tmp_path):
+    """--change-poll 0: the branch's names are trusted 1 s; so is a made directory's
+    registration, after which a file another writer added is seen."""
+    _binding_adds_names()
+    lake_home.catalog.create_branch("sales", "native-made-unwatched", "main")
+    with mounted(lake_home, tmp_path / "mnt", "lakefs://sales/native-made-unwatched", ("--change-poll", "0")) as mount:
+        (mount / "new").mkdir()
+        assert not (mount / "new/probe").exists()
+        lake_home.catalog.upload_bytes("sales", "native-made-unwatched", "new/elsewhere.csv", b"another writer\n")
+        time.sleep(1.2)
+        assert (mount / "new/elsewhere.csv").read_bytes() == b"another writer\n"
+    assert answered_in_the_binding(mount)[1] >= 1
