@@ -27,6 +27,18 @@ def in_ci() -> bool:
     return os.environ.get("CI", "").lower() == "true"
 
 
+def require_binding(attribute: str, what: str) -> None:
+    """Skip the calling test unless the installed pyfuse3 has ``attribute`` (added by
+    scripts/build_pyfuse3.py); under CI=true, where the build must have run, fail instead."""
+    import pyfuse3
+
+    if not hasattr(pyfuse3, attribute):
+        reason = f"pyfuse3 without {what} (scripts/build_pyfuse3.py did not run)"
+        if in_ci():
+            pytest.fail(reason)
+        pytest.skip(reason)
+
+
 READY_TIMEOUT = 60.0
 STOP_TIMEOUT = 30.0
 

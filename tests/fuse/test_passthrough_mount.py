@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from lakemount import in_ci, mounted
+from lakemount import in_ci, mounted, require_binding
 
 MiB = 1024 * 1024
 
@@ -257,21 +257,11 @@ def test_concurrent_opens_reads_and_writes_of_one_file_never_fail(kernel_branch)
     assert path.read_bytes() == b"y" * 100_000
 
 
-def _binding_adds_names():
-    import pyfuse3
-
-    if not hasattr(pyfuse3, "native_names_insert"):
-        reason = "pyfuse3 without native_names_insert (scripts/build_pyfuse3.py did not run)"
-        if in_ci():
-            pytest.fail(reason)
-        pytest.skip(reason)
-
-
 def test_missing_names_of_a_directory_made_on_a_branch_are_answered_by_the_binding(lake_home, tmp_path):
     """A directory mkdir made on a branch: lookups of names it does not have are answered in
     C (each create's LOOKUP first), names made in it still reach the mount once the kernel
     forgot them, and a file another writer adds is seen after the change-feed poll."""
-    _binding_adds_names()
+    require_binding("native_names_insert", "names added to a registered directory")
     lake_home.catalog.create_branch("sales", "native-made", "main")
     with mounted(lake_home, tmp_path / "mnt", "lakefs://sales") as mount:
         new = mount / "native-made/new"
@@ -300,7 +290,7 @@ def test_without_a_change_feed_a_made_directory_is_answered_by_the_binding_for_t
         lake_home, tmp_path):
     """--change-poll 0: the branch's names are trusted 1 s; so is a made directory's
     registration, after which a file another writer added is seen."""
-    _binding_adds_names()
+    require_binding("native_names_insert", "names added to a registered directory")
     lake_home.catalog.create_branch("sales", "native-made-unwatched", "main")
     with mounted(lake_home, tmp_path / "mnt", "lakefs://sales/native-made-unwatched", ("--change-poll", "0")) as mount:
         (mount / "new").mkdir()

@@ -12,18 +12,12 @@ import time
 
 import pytest
 
-from lakemount import in_ci, mounted
+from lakemount import mounted, require_binding
 
 
 @pytest.fixture(scope="module", autouse=True)
 def spinning_binding():
-    import pyfuse3
-
-    if not hasattr(pyfuse3, "request_spin_ns"):
-        reason = "pyfuse3 without polling between requests (scripts/build_pyfuse3.py did not run)"
-        if in_ci():
-            pytest.fail(reason)
-        pytest.skip(reason)
+    require_binding("request_spin_ns", "polling between requests")
 
 
 def cpu_seconds(pid: int) -> float:
