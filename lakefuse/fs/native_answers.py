@@ -42,9 +42,12 @@ taken back (``forget``):
   the registration ends when the branch's tree would stop trusting that the directory is
   empty (its ``expires``: ``branch_ttl``, or ``watched_branch_ttl`` under a change feed; the
   binding drops it then) and when a change-feed poll, or a merge or reset through
-  ``.lakefuse/``, says the branch changed (``tree_changed``).  Creating a file in a new
-  directory (``tar x``, ``cp -r``, ``git clone``, ``rsync``) costs a LOOKUP of its name
-  first;
+  ``.lakefuse/``, says the branch changed (``tree_changed``); and ``MADE_DIR_SECONDS`` after
+  the ``mkdir`` at the latest.  Creating a file in a new directory (``tar x``, ``cp -r``,
+  ``git clone``, ``rsync``) costs a LOOKUP of its name first, and those creates come right
+  after the ``mkdir``; later, the handler's answers are the better ones: under a change feed
+  they are negative entries the kernel keeps (an hour), so a name probed again and again
+  (a build's search path) costs one request, where the binding's answer costs one each time;
 - all taken back when the inode table lets the number go (``InodeTable.on_forgotten``): the
   kernel forgot it (it keeps an inode while a handle of it is open), or it was listed by name
   alone and dropped.
@@ -52,8 +55,8 @@ taken back (``forget``):
 
 from __future__ import annotations
 
-import math
 import os
+import time
 from typing import TYPE_CHECKING, Callable, Collection, Protocol
 
 from lakefuse.errors import LakefuseError
@@ -66,6 +69,8 @@ if TYPE_CHECKING:
 
 #: names of the biggest directory whose missing names the binding answers
 MAX_NAMES = 100_000
+#: the longest the binding answers the missing names of a directory this mount made
+MADE_DIR_SECONDS = 5.0
 
 
 class BindingAnswers(Protocol):
@@ -125,7 +130,7 @@ class NativeAnswers:
         that until ``expires`` (a ``time.monotonic()`` time; inf: until told otherwise)."""
         if self._insert_name is None or immutable(tree) or ino in self._named:
             return
-        self._binding.add_names(ino, frozenset(), 0.0, 0.0 if math.isinf(expires) else expires)
+        self._binding.add_names(ino, frozenset(), 0.0, min(expires, time.monotonic() + MADE_DIR_SECONDS))
         self._named.add(ino)
         self._branch_dirs[ino] = tree.key
 
