@@ -186,20 +186,25 @@ def run_bounded(cmd: list[str], timeout: float) -> float:
 
 # the workloads: each returns seconds
 
+def probe_and_read_one(crc: str, path: str, expected: bytes) -> None:
+    """A stat of the missing ``crc`` sibling, then ``path`` read whole and checked."""
+    try:
+        os.stat(crc)
+    except FileNotFoundError:
+        pass
+    else:
+        raise RuntimeError(f"{crc} exists")
+    with open(path, "rb") as f:
+        data = f.read()
+    if data != expected:
+        raise RuntimeError(f"{path}: read {data!r}, expected {expected!r}")
+
+
 def probe_and_read(files: list[tuple[str, str, bytes]]) -> float:
     """files: (missing .crc path, file path, expected bytes)."""
     started = time.perf_counter()
     for crc, path, expected in files:
-        try:
-            os.stat(crc)
-        except FileNotFoundError:
-            pass
-        else:
-            raise RuntimeError(f"{crc} exists")
-        with open(path, "rb") as f:
-            data = f.read()
-        if data != expected:
-            raise RuntimeError(f"{path}: read {data!r}, expected {expected!r}")
+        probe_and_read_one(crc, path, expected)
     return time.perf_counter() - started
 
 
@@ -211,16 +216,7 @@ def busy_read(root: str, dirs: int, per_dir: int, index: int, count: int, busy_u
     for n in range(index, dirs * per_dir, count):
         directory = f"{root}/data/{dir_name(n // per_dir)}"
         name = file_name(n % per_dir)
-        try:
-            os.stat(f"{directory}/.{name}.crc")
-        except FileNotFoundError:
-            pass
-        else:
-            raise RuntimeError(f"{directory}/.{name}.crc exists")
-        with open(f"{directory}/{name}", "rb") as f:
-            data = f.read()
-        if data != content(n):
-            raise RuntimeError(f"{directory}/{name}: read {data!r}, expected {content(n)!r}")
+        probe_and_read_one(f"{directory}/.{name}.crc", f"{directory}/{name}", content(n))
         until = time.perf_counter() + busy_us / 1e6
         while time.perf_counter() < until:  # the job's own work: a CPU kept busy
             pass
