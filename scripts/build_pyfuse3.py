@@ -31,8 +31,9 @@ and pyfuse3 exposes no passthrough API.  So this script:
    and OPEN of an inode registered with ``pyfuse3.native_open_add(ino, path, size, read_ahead)``
    answered in C with that file as the backing file, and the FLUSH, FSYNC and RELEASE of such
    a handle (``native_open_remove``, ``native_opens_answered``); and LOOKUP of a name a directory
-   registered with ``pyfuse3.native_names_add(ino, names, timeout, expires)`` does not have
-   answered in C with a negative entry (``native_names_insert``, ``native_names_remove``,
+   registered with ``pyfuse3.native_names_add(ino, names, timeout, expires, record)`` does not
+   have answered in C with a negative entry, recorded if asked (``native_names_insert``,
+   ``native_names_remove``, ``native_names_recorded``, ``native_names_record_most``,
    ``native_misses_answered``);
 3. builds a wheel of that pyfuse3 linked to the new libfuse (rpath, so nothing system-wide
    changes: the system's libfuse, fusermount3 and mount helpers stay as they are).
@@ -573,14 +574,21 @@ EDITS = [
     # handler.  A name the directory has, and any directory not registered, goes to the
     # handler as before; so does every LOOKUP once the registration's ``expires`` (a
     # CLOCK_MONOTONIC time, Python's ``time.monotonic()``; 0: never) has passed, and the
-    # registration is dropped then.  ``native_names_insert`` adds a name to a registered
-    # directory's (a name about to be made in it).  Hadoop's checksum filesystem looks up a
-    # missing ``.<name>.crc`` beside every file it opens.
+    # registration is dropped then (no answer's timeout outlives it).  ``native_names_insert``
+    # adds a name to a registered directory's (a name about to be made in it, or one another
+    # writer made).  A registration made with ``record`` remembers the names it answered with
+    # a timeout (as many as ``native_names_record_most`` allows in all registrations; past
+    # that it answers with timeout 0), so that the operations object can have the kernel drop
+    # those entries when the directory changes (``native_names_insert`` says whether the name
+    # was recorded; ``native_names_remove`` returns the record).  Hadoop's checksum filesystem
+    # looks up a missing ``.<name>.crc`` beside every file it opens.
     ("src/pyfuse3/__init__.pyx",
      "cdef dict native_opens = {}\n",
      "cdef dict native_opens = {}\n"
      "cdef dict native_names = {}\n"
-     "cdef unsigned long long native_miss_count = 0\n"),
+     "cdef unsigned long long native_miss_count = 0\n"
+     "cdef Py_ssize_t native_recorded_count = 0  # names in every registration's record\n"
+     "cdef Py_ssize_t native_recorded_most = 0\n"),
     ("src/pyfuse3/handlers.pxi",
      "cdef void fuse_lookup (fuse_req_t req, fuse_ino_t parent,\n"
      "                       const_char *name):\n"
@@ -591,7 +599,7 @@ EDITS = [
      "cdef int _lookup_missing_natively(fuse_req_t req, fuse_ino_t parent, const_char *name) except -1:\n"
      "    # 1 if LOOKUP was answered with a negative entry: the directory registered for parent\n"
      "    # has no such name; else 0 (added by lakefuse's build)\n"
-     "    global native_miss_count\n"
+     "    global native_miss_count, native_recorded_count\n"
      "    cdef fuse_entry_param entry\n"
      "    cdef int ret\n"
      "    cdef timespec now\n"
@@ -603,15 +611,25 @@ EDITS = [
      "        if byte[0] >= 0x80:\n"
      "            return 0\n"
      "        byte += 1\n"
-     "    names, timeout, expires = registered\n"
+     "    names, timeout, expires, recorded = registered\n"
      "    if expires > 0:\n"
      "        lf_clock_gettime(LF_CLOCK_MONOTONIC, &now)\n"
-     "        if now.tv_sec + now.tv_nsec * 1e-9 >= expires:\n"
-     "            del native_names[parent]\n"
+     "        left = expires - (now.tv_sec + now.tv_nsec * 1e-9)\n"
+     "        if left <= 0:\n"
+     "            _drop_native_names(parent)\n"
      "            return 0\n"
+     "        if timeout > left:  # the kernel keeps no answer past the registration\n"
+     "            timeout = left\n"
      "    key = PyBytes_FromString(name)\n"
      "    if key in names or len(key) > 255 or key == b'.' or key == b'..':\n"
      "        return 0\n"
+     "    if recorded is not None and timeout > 0:  # a negative entry the kernel keeps: recorded\n"
+     "        if key not in recorded:\n"
+     "            if native_recorded_count < native_recorded_most:\n"
+     "                recorded.add(key)\n"
+     "                native_recorded_count += 1\n"
+     "            else:\n"
+     "                timeout = 0  # no more records: an answer the kernel does not keep\n"
      "    string.memset(&entry, 0, sizeof(entry))\n"
      "    entry.attr_timeout = timeout\n"
      "    entry.entry_timeout = timeout\n"
@@ -620,6 +638,14 @@ EDITS = [
      "        log.error('fuse_lookup(): fuse_reply_entry failed with %s', strerror(-ret))\n"
      "    native_miss_count += 1\n"
      "    return 1\n\n\n"
+     "cdef object _drop_native_names(parent):\n"
+     "    # end the registration of directory parent; its record (added by lakefuse's build)\n"
+     "    global native_recorded_count\n"
+     "    registered = native_names.pop(parent, None)\n"
+     "    if registered is None or registered[3] is None:\n"
+     "        return frozenset()\n"
+     "    native_recorded_count -= len(registered[3])\n"
+     "    return frozenset(registered[3])\n\n\n"
      "cdef void fuse_lookup (fuse_req_t req, fuse_ino_t parent,\n"
      "                       const_char *name):\n"
      "    cdef _Container c\n"
@@ -628,21 +654,44 @@ EDITS = [
      "    c = _Container()\n"),
     ("src/pyfuse3/__init__.pyx",
      "def handles_killpriv_v2():\n",
-     "def native_names_add(ino, names, timeout, expires=0.0):\n"
+     "def native_names_add(ino, names, timeout, expires=0.0, record=False):\n"
      "    \"Answer LOOKUP in directory ino of a name not in names (bytes: all of the\"\n"
      "    \" directory's) in C, with a negative entry the kernel keeps timeout seconds; until\"\n"
-     "    \" native_names_remove(ino) or the time.monotonic() time expires (0: never; added by\"\n"
-     "    \" lakefuse's build).\"\n"
-     "    native_names[ino] = (set(names), float(timeout), float(expires))\n\n\n"
+     "    \" native_names_remove(ino) or the time.monotonic() time expires (0: never; no entry\"\n"
+     "    \" is kept past it).  record: remember the names answered so (native_names_recorded),\"\n"
+     "    \" as many as native_names_record_most allows in all, then answer with timeout 0\"\n"
+     "    \" (added by lakefuse's build).\"\n"
+     "    _drop_native_names(ino)\n"
+     "    native_names[ino] = (set(names), float(timeout), float(expires), set() if record else None)\n\n\n"
+     "def native_names_record_most(most):\n"
+     "    \"How many names native_names_add's records may hold in all (added by lakefuse's build).\"\n"
+     "    global native_recorded_most\n"
+     "    native_recorded_most = max(0, int(most))\n\n\n"
      "def native_names_insert(ino, name):\n"
      "    \"Send LOOKUPs of name (bytes) in directory ino to the lookup handler from now on, if\"\n"
-     "    \" the directory is registered (added by lakefuse's build).\"\n"
+     "    \" the directory is registered; whether the kernel was given a recorded negative entry\"\n"
+     "    \" for it, whose record this drops (added by lakefuse's build).\"\n"
+     "    global native_recorded_count\n"
      "    registered = native_names.get(ino)\n"
-     "    if registered is not None:\n"
-     "        registered[0].add(bytes(name))\n\n\n"
+     "    if registered is None:\n"
+     "        return False\n"
+     "    name = bytes(name)\n"
+     "    registered[0].add(name)\n"
+     "    recorded = registered[3]\n"
+     "    if recorded is not None and name in recorded:\n"
+     "        recorded.discard(name)\n"
+     "        native_recorded_count -= 1\n"
+     "        return True\n"
+     "    return False\n\n\n"
+     "def native_names_recorded(ino):\n"
+     "    \"The names the kernel was given recorded negative entries for in directory ino (a\"\n"
+     "    \" copy; empty if it is not registered; added by lakefuse's build).\"\n"
+     "    registered = native_names.get(ino)\n"
+     "    return frozenset(registered[3] or ()) if registered is not None else frozenset()\n\n\n"
      "def native_names_remove(ino):\n"
-     "    \"Send every LOOKUP in directory ino to the lookup handler again (added by lakefuse's build).\"\n"
-     "    native_names.pop(ino, None)\n\n\n"
+     "    \"Send every LOOKUP in directory ino to the lookup handler again; the names the kernel\"\n"
+     "    \" was given recorded negative entries for, which may still hold (added by lakefuse's build).\"\n"
+     "    return _drop_native_names(ino)\n\n\n"
      "def native_misses_answered():\n"
      "    \"How many LOOKUPs were answered by native_names_add's rule (added by lakefuse's build).\"\n"
      "    return native_miss_count\n\n\n"

@@ -48,9 +48,8 @@ class ChangeFeed:
             except LakefuseError as exc:
                 log.warning("change feed of %s/%s: %s", tree.repo, tree.branch, exc)
                 continue
-            if changed is None or changed:
-                self._native_names_changed(tree)
             if changed is None:
+                self._native_names_changed(tree, out)
                 for node in self._state.table.nodes():
                     if node.tree is tree and node.attached and node.path:
                         self._stale(node, out)
@@ -67,8 +66,8 @@ class ChangeFeed:
         now, not at the next poll, to drop its names and attributes of the branch's paths (as
         a poll does when another process moved the head)."""
         tree.forget_all()
-        self._native_names_changed(tree)
         out = Invalidations()
+        self._native_names_changed(tree, out)
         for node in self._state.table.nodes():
             if node.tree is tree and node.path:
                 self._stale(node, out)
@@ -78,11 +77,11 @@ class ChangeFeed:
         if out and invalidate is not None:
             invalidate(out)
 
-    def _native_names_changed(self, tree: Tree) -> None:
-        """The binding no longer answers missing names in ``tree``'s directories (names others
-        made are not in its sets; ``lakefuse.fs.native_answers``)."""
+    def _native_names_changed(self, tree: Tree, out: Invalidations) -> None:
+        """The binding no longer answers missing names in ``tree``'s directories, and the
+        kernel drops the negative entries it gave (``lakefuse.fs.native_answers``)."""
         if self._inodes.native_answers is not None:
-            self._inodes.native_answers.tree_changed(tree)
+            self._inodes.native_answers.tree_changed(tree, out.entries)
 
     def _invalidate_paths(self, tree: Tree, paths: set[str], out: Invalidations) -> None:
         find = self._inodes.find
@@ -106,15 +105,20 @@ class ChangeFeed:
         """The negative entries the kernel was given for ``paths`` (a changed path, or a
         directory above one) no longer hold (``lakefuse.fs.negatives``)."""
         names = []
+        in_known_dirs = []
         find = self._inodes.find
         for path in paths:
-            if find(tree, path) is not None:
-                continue  # the kernel's entry is a positive one (``_stale`` saw to it)
             parent_path, _, name = path.rpartition("/")
             parent = find(tree, parent_path)
-            if parent is not None:
+            if parent is None:
+                continue
+            in_known_dirs.append((parent.ino, name))
+            if find(tree, path) is None:  # else the kernel's entry is a positive one (``_stale`` saw to it)
                 names.append((parent.ino, name))
         self._state.negatives.invalidate_names(names, out.entries)
+        native = self._inodes.native_answers
+        if native is not None:  # every name in a directory whose names the binding has
+            native.names_may_exist(in_known_dirs, out.entries)
 
     def _stale_listed(self, tree: Tree, out: Invalidations) -> None:
         """``_stale`` for the listed files of ``tree`` that have no node (nothing to forget

@@ -105,7 +105,7 @@ class Files(HandleOps):
         The adapter calls this once at start, after ``enable_passthrough``."""
         opens = self.passthrough is not None and self._local_file is not None
         native = NativeAnswers(binding, self._local_file if opens else None, self.passthrough,
-                               self._state.immutable_ttl)
+                               self._state.immutable_ttl, self._state.unstaged.names_in)
         self._inodes.native_answers = native
         self._table.on_forgotten = native.forget
         return opens

@@ -56,7 +56,7 @@ import errno
 import logging
 import os
 import stat as stat_mode
-from typing import Callable
+from typing import Callable, TypeVar
 
 from lakefuse.fs.attributes import MODE_KEY, MTIME_NS_KEY, NodeAttributes, may_access
 from lakefuse.fs.backend import LakeBackend
@@ -84,6 +84,8 @@ from lakefuse.fs.xattrs import Xattrs
 __all__ = ["Attributes", "Invalidations", "LakeFilesystem", "MODE_KEY", "MTIME_NS_KEY", "OpenResult", "WouldBlock"]
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 def _option(name: str) -> property:
@@ -245,8 +247,7 @@ class LakeFilesystem:
             if not blocking:
                 raise WouldBlock
             return self._refdirs.mkdir(parent, name, mode)
-        self._may_be_made(parent_ino, name)
-        return self._namespace.mkdir(parent, name, mode, uid, gid, blocking)
+        return self._made(parent_ino, name, self._namespace.mkdir, parent, name, mode, uid, gid, blocking)
 
     def rmdir(self, parent_ino: int, name: bytes | str, blocking: bool = True) -> None:
         """``blocking=False``: WouldBlock unless it is an empty directory's removal memory can
@@ -267,9 +268,8 @@ class LakeFilesystem:
                flags: int = 0, blocking: bool = True) -> None:
         """``blocking=False``: a file's rename memory can decide, queued for the stager, else
         WouldBlock before any change."""
-        self._may_be_made(new_parent_ino, new_name)
-        self._namespace.rename(self.table.get(old_parent_ino), old_name, self.table.get(new_parent_ino), new_name,
-                               flags, blocking)
+        self._made(new_parent_ino, new_name, self._namespace.rename, self.table.get(old_parent_ino), old_name,
+                   self.table.get(new_parent_ino), new_name, flags, blocking)
 
     def link(self, *args) -> None:
         """Hard links: EPERM."""
@@ -277,8 +277,7 @@ class LakeFilesystem:
 
     def symlink(self, parent_ino: int, name: bytes | str, target: bytes | str, uid: int | None = None,
                 gid: int | None = None) -> Attributes:
-        self._may_be_made(parent_ino, name)
-        return self._special.symlink(self.table.get(parent_ino), name, target, uid, gid)
+        return self._made(parent_ino, name, self._special.symlink, self.table.get(parent_ino), name, target, uid, gid)
 
     def readlink(self, ino: int, blocking: bool = True) -> bytes:
         """``blocking=False``: WouldBlock unless the link's entry is in memory."""
@@ -292,14 +291,21 @@ class LakeFilesystem:
             self.flush(result.fh)
             self.release(result.fh)
             return self.getattr(attrs.ino)
-        self._may_be_made(parent_ino, name)
-        return self._special.mknod(self.table.get(parent_ino), name, mode, rdev, uid, gid)
+        return self._made(parent_ino, name, self._special.mknod, self.table.get(parent_ino), name, mode, rdev, uid,
+                          gid)
 
-    def _may_be_made(self, parent_ino: int, name: bytes | str) -> None:
-        """Before a name is made in a directory: if the binding answers that directory's missing
-        names, it sends this one's lookups to the handler from now on (``lakefuse.fs.native_answers``)."""
+    def _made(self, parent_ino: int, name: bytes | str, make: Callable[..., T], *args) -> T:
+        """``make(*args)``, which makes ``name`` in directory ``parent_ino``: if the binding
+        answers that directory's missing names, it sends this one's lookups to the handler
+        from before the make on, and again after it (``lakefuse.fs.native_answers``: a
+        registration made meanwhile may come from names read before the make)."""
         native = self._inodes.native_answers
-        if native is not None:
+        if native is None:
+            return make(*args)
+        native.may_exist(parent_ino, name)
+        try:
+            return make(*args)
+        finally:
             native.may_exist(parent_ino, name)
 
     # ------------------------------------------------------------------ files
@@ -348,8 +354,8 @@ class LakeFilesystem:
                uid: int | None = None, gid: int | None = None) -> tuple[OpenResult, Attributes]:
         """``blocking=False``: WouldBlock unless what the name is now is known in memory.
         ``uid``/``gid``: the requester's (a new file's owner; None: not stored)."""
-        self._may_be_made(parent_ino, name)
-        return self._files.create(self.table.get(parent_ino), name, mode, flags, blocking, uid, gid)
+        return self._made(parent_ino, name, self._files.create, self.table.get(parent_ino), name, mode, flags,
+                          blocking, uid, gid)
 
     def read(self, fh: int, offset: int, size: int) -> bytes:
         h = self._handles.get(fh)

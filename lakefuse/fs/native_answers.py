@@ -1,5 +1,5 @@
 """Native answers: OPENs of commit and tag files, and LOOKUPs of names their directories (and
-directories this mount just made on a branch) do not have, that the FUSE binding answers itself.
+branch directories listed whole or made here) do not have, that the FUSE binding answers itself.
 
 lakefuse's build of pyfuse3 (``scripts/build_pyfuse3.py``) can answer these without calling a
 handler:
@@ -14,16 +14,16 @@ handler:
   registration back first;
 - a LOOKUP in a directory registered with all of its names, of an ASCII name not among them
   (the handler checks the others' encoding): a negative entry the kernel keeps as long as the
-  handler's negative entries of immutable trees (``MountState.immutable_ttl``).  Names the
-  directory has go to the handler.
+  handler's of that tree would be (immutable trees: ``MountState.immutable_ttl``; branches:
+  see below).  Names the directory has go to the handler.
 
 Reading a small commit file costs an OPEN and a RELEASE (and, for Hadoop's checksum
 filesystem, a LOOKUP of a missing ``.<name>.crc``), and their trips through trio and Python
 cost several times the system calls they make: a Spark job reading 100,000 one-row files
 makes each of them 100,000 times.
 
-This module owns what is registered (``NativeAnswers.offer``, ``listed_whole``) and when it is
-taken back (``forget``):
+This module owns what is registered (``NativeAnswers.offer``, ``listed_whole``, ``made_dir``)
+and when it is taken back (``forget``, ``tree_changed``):
 
 - a regular file of a commit or tag tree (immutable: the object a path names never changes,
   unlike on a branch, also a read-only one, which another writer may move) whose object is a
@@ -34,32 +34,44 @@ taken back (``forget``):
 - a directory of a commit or tag tree once a listing of it first ended, with the names it
   reported (passthrough or not; a directory of more than ``MAX_NAMES`` names is not
   registered: the names would cost the memory the inode table saves on them);
-- a directory ``mkdir`` made on a branch (``made_dir``), with no names: it is empty, and every
-  name this mount makes in it is added (``may_exist``, called before the name is made: a name
-  in the set only sends its LOOKUP to the handler, so adding early, or for a make that then
-  fails, is always safe).  The binding answers with no negative entry for the kernel to keep
-  (timeout 0: nothing to invalidate later).  Names other writers make are not seen here, so
-  the registration ends when the branch's tree would stop trusting that the directory is
-  empty (its ``expires``: ``branch_ttl``, or ``watched_branch_ttl`` under a change feed; the
-  binding drops it then) and when a change-feed poll, or a merge or reset through
-  ``.lakefuse/``, says the branch changed (``tree_changed``); and ``MADE_DIR_SECONDS`` after
-  the ``mkdir`` at the latest.  Creating a file in a new directory (``tar x``, ``cp -r``,
-  ``git clone``, ``rsync``) costs a LOOKUP of its name first, and those creates come right
-  after the ``mkdir``; later, the handler's answers are the better ones: under a change feed
-  they are negative entries the kernel keeps (an hour), so a name probed again and again
-  (a build's search path) costs one request, where the binding's answer costs one each time;
+- a directory of a branch, with the names the branch's tree knows it has (``Tree.known_whole``)
+  and this mount's files and directories in it not staged yet, once a listing of it ended
+  with the tree knowing it whole (Spark lists a dataset's directories, then looks up a
+  missing ``.<name>.crc`` beside each file it reads), and a directory ``mkdir`` made on a
+  branch (``made_dir``), with no names (``tar x``, ``cp -r``, ``git clone`` and ``rsync``
+  look up each name before they create it).  The binding's answers there are the handler's:
+  under a change feed a negative entry the kernel keeps as long as the handler's of the
+  branch (``Tree.ttl``), else none (timeout 0).  The registration lasts as long as the tree
+  trusts those names (its ``expires``: the binding drops it then, and the kernel keeps no
+  answer past it), and it follows every change:
+
+  - a name this mount makes in it is added before it is made and again after
+    (``may_exist``, from ``LakeFilesystem``'s create, mknod, mkdir, symlink and a rename's
+    target: a name in the set only sends its LOOKUPs to the handler, so adding one early, or
+    for a make that then fails, is always safe; the second call covers a registration made
+    meanwhile from names read before the make);
+  - a name another writer changed, reported by the change-feed poll, is added
+    (``names_may_exist``) and the negative entry the binding gave the kernel for it is named
+    for invalidation (the binding records up to ``RECORDED_MOST`` such names in all, then
+    answers with timeout 0);
+  - when a poll cannot say what changed (the head moved), or a merge or reset through
+    ``.lakefuse/`` moved it (``tree_changed``), the branch's registrations end and the
+    recorded negative entries are named for invalidation, as the handler's are
+    (``lakefuse.fs.negatives``);
 - all taken back when the inode table lets the number go (``InodeTable.on_forgotten``): the
-  kernel forgot it (it keeps an inode while a handle of it is open), or it was listed by name
-  alone and dropped.
+  kernel forgot it (it keeps an inode while a handle of it is open; the negative entries
+  in a directory go with it), or it was listed by name alone and dropped.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 import time
 from typing import TYPE_CHECKING, Callable, Collection, Protocol
 
 from lakefuse.errors import LakefuseError
+from lakefuse.fs.negatives import NEGATIVE_ENTRIES_MOST
 from lakefuse.fs.readers import read_ahead_bytes
 
 if TYPE_CHECKING:
@@ -69,8 +81,11 @@ if TYPE_CHECKING:
 
 #: names of the biggest directory whose missing names the binding answers
 MAX_NAMES = 100_000
-#: the longest the binding answers the missing names of a directory this mount made
-MADE_DIR_SECONDS = 5.0
+#: how often registrations past their time are looked for (``NativeAnswers._end_expired``)
+EXPIRED_EVERY = 60.0
+#: negative entries the binding records in branch directories, in all (then it answers with
+#: timeout 0); as many as ``lakefuse.fs.negatives`` keeps of the handler's
+RECORDED_MOST = NEGATIVE_ENTRIES_MOST
 
 
 class BindingAnswers(Protocol):
@@ -80,12 +95,17 @@ class BindingAnswers(Protocol):
 
     def remove(self, ino: int) -> None: ...
 
-    def add_names(self, ino: int, names: frozenset[bytes], timeout: float, expires: float = 0.0) -> None: ...
+    def add_names(self, ino: int, names: frozenset[bytes], timeout: float, expires: float = 0.0,
+                  record: bool = False) -> None: ...
 
-    def remove_names(self, ino: int) -> None: ...
+    def remove_names(self, ino: int) -> Collection[bytes] | None: ...
 
     #: None: the binding cannot add a name to a registered directory (nor expire one)
-    insert_name: Callable[[int, bytes], None] | None
+    insert_name: Callable[[int, bytes], bool | None] | None
+    #: False: it cannot record the negative entries it answers (then branches get timeout 0)
+    records_answers: bool
+
+    def record_most(self, most: int) -> None: ...
 
 
 def immutable(tree: Tree) -> bool:
@@ -93,20 +113,34 @@ def immutable(tree: Tree) -> bool:
     return not tree.is_branch and not tree.writable
 
 
+def _encoded(name: bytes | str) -> bytes:
+    return name if isinstance(name, bytes) else name.encode("utf-8", "surrogateescape")
+
+
 class NativeAnswers:
-    """Registers files and directories of commit and tag trees with the binding (see the
-    module docstring)."""
+    """Registers files and directories with the binding (see the module docstring)."""
 
     def __init__(self, binding: BindingAnswers, local_file: Callable[[str, Entry], str | None] | None,
-                 passthrough: Passthrough | None, negative_ttl: float):
-        """``local_file`` and ``passthrough`` None: no opens are registered, only names."""
+                 passthrough: Passthrough | None, negative_ttl: float,
+                 unstaged_names: Callable[[Tree, str], Collection[str]] = lambda tree, path: ()):
+        """``local_file`` and ``passthrough`` None: no opens are registered, only names.
+        ``unstaged_names(tree, path)``: this mount's names in a branch directory that the tree
+        does not know yet."""
         self._binding = binding
         self._local_file = local_file
         self._passthrough = passthrough
         self._negative_ttl = negative_ttl
+        self._unstaged_names = unstaged_names
         self._named: set[int] = set()  # directories whose names the binding has
-        self._branch_dirs: dict[int, object] = {}  # those of them on branches: their tree's key
+        #: those of them on branches: their tree's key and the registration's end
+        self._branch_dirs: dict[int, tuple[object, float]] = {}
         self._insert_name = getattr(binding, "insert_name", None)
+        self._records = getattr(binding, "records_answers", False)
+        if self._records:
+            binding.record_most(RECORDED_MOST)
+        #: a registration's names and a name's insertion do not interleave (``may_exist``)
+        self._lock = threading.Lock()
+        self._next_sweep = 0.0  # ``_end_expired``
 
     def offer(self, ino: int, tree: Tree, entry: Entry) -> None:
         """A new inode number ``ino`` for a regular file of ``tree`` whose object is ``entry``."""
@@ -119,43 +153,100 @@ class NativeAnswers:
         if path is not None:
             self._binding.add(ino, os.fsencode(path), entry.size, read_ahead_bytes(entry.size))
 
-    def listed_whole(self, ino: int, tree: Tree, names: Collection[str]) -> None:
-        """A listing of directory ``ino`` of ``tree`` ended, having reported ``names``."""
-        if ino not in self._named and immutable(tree) and len(names) <= MAX_NAMES:
-            self._binding.add_names(ino, frozenset(name.encode("utf-8") for name in names), self._negative_ttl)
-            self._named.add(ino)
+    def listed_whole(self, ino: int, tree: Tree, path: str, names: Collection[str]) -> None:
+        """A listing of directory ``ino`` (``path``) of ``tree`` ended, having reported ``names``."""
+        if immutable(tree):
+            if ino not in self._named and len(names) <= MAX_NAMES:
+                self._binding.add_names(ino, frozenset(name.encode("utf-8") for name in names), self._negative_ttl)
+                self._named.add(ino)
+            return
+        if self._insert_name is None:
+            return
+        with self._lock:
+            if self._registered(ino):
+                return
+            known = tree.known_whole(path, MAX_NAMES)
+            if known is None:  # changed while it was listed, or too big
+                return
+            names, expires = known
+            names.update(self._unstaged_names(tree, path))
+            self._register(ino, tree, names, expires)
 
     def made_dir(self, ino: int, tree: Tree, expires: float) -> None:
         """This mount made directory ``ino`` of branch ``tree``, empty, and the tree trusts
         that until ``expires`` (a ``time.monotonic()`` time; inf: until told otherwise)."""
-        if self._insert_name is None or immutable(tree) or ino in self._named:
+        if self._insert_name is None or immutable(tree):
             return
-        self._binding.add_names(ino, frozenset(), 0.0, min(expires, time.monotonic() + MADE_DIR_SECONDS))
+        with self._lock:
+            if not self._registered(ino):
+                self._register(ino, tree, (), expires)
+
+    def _registered(self, ino: int) -> bool:
+        """Whether directory ``ino`` is registered (a branch's: and its registration not over)."""
+        if ino not in self._named:
+            return False
+        branch_dir = self._branch_dirs.get(ino)
+        return branch_dir is None or branch_dir[1] > time.monotonic()
+
+    def _register(self, ino: int, tree: Tree, names: Collection[str], expires: float) -> None:
+        """Under ``_lock``: the binding answers missing names of branch directory ``ino`` until
+        ``expires``."""
+        timeout = tree.ttl if tree.change_feed is not None and self._records else 0.0
+        self._end_expired()
+        self._binding.add_names(ino, frozenset(_encoded(name) for name in names), timeout,
+                                0.0 if expires == float("inf") else expires, timeout > 0)
         self._named.add(ino)
-        self._branch_dirs[ino] = tree.key
+        self._branch_dirs[ino] = (tree.key, expires)
+
+    def _end_expired(self) -> None:
+        """Under ``_lock``: end the branch registrations past their time, at most every
+        ``EXPIRED_EVERY`` seconds (the binding drops one at its next LOOKUP; one no LOOKUP
+        comes to would keep its record)."""
+        now = time.monotonic()
+        if now < self._next_sweep:
+            return
+        self._next_sweep = now + EXPIRED_EVERY
+        for ino, (_key, expires) in list(self._branch_dirs.items()):
+            if expires <= now:
+                self._drop_names(ino)
 
     def may_exist(self, parent_ino: int, name: bytes | str) -> None:
-        """``name`` may be made in directory ``parent_ino`` now: its LOOKUPs go to the handler."""
-        if parent_ino in self._branch_dirs:
-            if isinstance(name, str):
-                name = name.encode("utf-8", "surrogateescape")
-            self._insert_name(parent_ino, name)
+        """``name`` may be made in directory ``parent_ino`` now: its LOOKUPs go to the handler.
+        (Called before the make and again after it: see the module docstring.)"""
+        if parent_ino in self._branch_dirs or self._lock.locked():
+            with self._lock:
+                if parent_ino in self._branch_dirs:
+                    self._insert_name(parent_ino, _encoded(name))
 
-    def tree_changed(self, tree: Tree) -> None:
-        """Branch ``tree`` changed in ways this mount did not make name by name: none of its
-        directories' names stay with the binding."""
-        for ino, key in list(self._branch_dirs.items()):  # a copy: made_dir may run on another thread
-            if key != tree.key:
-                continue
-            self._drop_names(ino)
+    def names_may_exist(self, names: Collection[tuple[int, str]], out: list[tuple[int, bytes]]) -> None:
+        """Another writer may have made each ``(directory inode, name)``: their LOOKUPs go to
+        the handler, and the negative entries the binding gave the kernel for them are added
+        to ``out`` (entries to invalidate)."""
+        with self._lock:
+            for parent_ino, name in names:
+                if parent_ino in self._branch_dirs:
+                    encoded = _encoded(name)
+                    if self._insert_name(parent_ino, encoded):
+                        out.append((parent_ino, encoded))
+
+    def tree_changed(self, tree: Tree, out: list[tuple[int, bytes]]) -> None:
+        """Branch ``tree`` changed in ways this mount cannot name: none of its directories'
+        names stay with the binding, and the negative entries it gave the kernel there are
+        added to ``out`` (entries to invalidate)."""
+        with self._lock:
+            for ino, (key, _expires) in list(self._branch_dirs.items()):
+                if key == tree.key:
+                    for name in self._drop_names(ino) or ():
+                        out.append((ino, name))
 
     def forget(self, ino: int) -> None:
         """``ino`` stands for nothing any more."""
         self._binding.remove(ino)
         if ino in self._named:
-            self._drop_names(ino)
+            with self._lock:
+                self._drop_names(ino)
 
-    def _drop_names(self, ino: int) -> None:
+    def _drop_names(self, ino: int) -> Collection[bytes] | None:
         self._named.discard(ino)
         self._branch_dirs.pop(ino, None)
-        self._binding.remove_names(ino)
+        return self._binding.remove_names(ino)

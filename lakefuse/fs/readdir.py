@@ -150,8 +150,8 @@ class Readdir(HandleOps):
                         tree.kernel_listed(node.path, h.kernel_token)
                         h.kernel_token = None
                     native = self._inodes.native_answers
-                    if native is not None:  # (it keeps only the names of commits and tags)
-                        native.listed_whole(node.ino, tree, h.names)
+                    if native is not None:
+                        native.listed_whole(node.ino, tree, node.path, h.names)
                     return
                 continue
             if not self._emit_buffered(h, add, tree, add_name):

@@ -15,6 +15,7 @@ made; none of them holds state another part needs.
 from __future__ import annotations
 
 import collections
+import math
 import os
 import threading
 import time
@@ -106,6 +107,10 @@ class Unstaged:
                     if "/" not in name and name not in seen:
                         found[name] = child.stat
         return sorted(((name, None, stat) for name, stat in found.items()), key=lambda item: item[0])
+
+    def names_in(self, tree: Tree, path: str) -> list[str]:
+        """The names of the unstaged files and directories directly in directory ``path``."""
+        return [name for name, _key, _stat in self.listed_in(tree, path, set(), math.inf)]
 
     def any_under(self, tree: Tree, path: str) -> bool:
         prefix = dir_prefix(path)

@@ -390,13 +390,22 @@ class Tree:
         """Every name in directory ``path``, sorted, if the tree knows them all (from memory,
         still fresh) and they are at most ``most``, else None; never asks the backend
         (``lakefuse.fs.siblings``)."""
+        known = self.known_whole(path, most)
+        if known is None:
+            return None
+        names = list(known[0])
+        names.sort()
+        return names
+
+    def known_whole(self, path: str, most: int) -> tuple[set[str], float] | None:
+        """``(names, expires)``: every name in directory ``path`` (a copy) and until when the
+        tree trusts that a name not among them is not there, if the tree knows them all (from
+        memory, still fresh) and they are at most ``most``; else None.  Never asks the backend."""
         with self._lock:
             children = self._complete.get(path)
             if children is None or children.expires <= time.monotonic() or len(children.names) > most:
                 return None
-            names = list(children.names)
-        names.sort()
-        return names
+            return set(children.names), children.expires
 
     def cached_entry(self, path: str) -> Entry | None:
         """The entry of the file at ``path`` if memory holds it fresh, else None (a directory,

@@ -22,12 +22,15 @@ def binding_answers() -> BindingAnswers | None:
 class BindingAnswers:
     """``add(ino, path, size, read_ahead)``: the binding answers read-only OPENs of ``ino``
     with the file at ``path`` as the kernel's backing file; ``remove(ino)``: no longer.
-    ``add_names(ino, names, timeout[, expires])``: it answers LOOKUPs in directory ``ino`` of
-    a name not in ``names`` with a negative entry (until ``expires``, a ``time.monotonic()``
-    time, if given); ``remove_names(ino)``: no longer.  ``insert_name(ino, name)``: ``name``
-    goes to the handler from now on (None for a build of pyfuse3 without it, whose
-    registrations cannot expire either).  ``opens_answered()`` and ``misses_answered()`` count
-    what it answered so far."""
+    ``add_names(ino, names, timeout[, expires[, record]])``: it answers LOOKUPs in directory
+    ``ino`` of a name not in ``names`` with a negative entry (until ``expires``, a
+    ``time.monotonic()`` time, if given), recording the names it answered so if ``record``
+    (as many as ``record_most(n)`` allows in all); ``remove_names(ino)``: no longer, and the
+    recorded names.  ``insert_name(ino, name)``: ``name`` goes to the handler from now on;
+    whether it was recorded (None for a build of pyfuse3 without it, whose registrations
+    cannot expire either).  ``records_answers``: whether it records (a build before that
+    returns nothing).  ``opens_answered()`` and
+    ``misses_answered()`` count what it answered so far."""
 
     def __init__(self):
         self.add = pyfuse3.native_open_add
@@ -35,5 +38,7 @@ class BindingAnswers:
         self.add_names = pyfuse3.native_names_add
         self.remove_names = pyfuse3.native_names_remove
         self.insert_name = getattr(pyfuse3, "native_names_insert", None)
+        self.record_most = getattr(pyfuse3, "native_names_record_most", None)
+        self.records_answers = self.record_most is not None
         self.opens_answered = pyfuse3.native_opens_answered
         self.misses_answered = pyfuse3.native_misses_answered

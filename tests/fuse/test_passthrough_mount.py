@@ -299,3 +299,51 @@ def test_without_a_change_feed_a_made_directory_is_answered_by_the_binding_for_t
         time.sleep(1.2)
         assert (mount / "new/elsewhere.csv").read_bytes() == b"another writer\n"
     assert answered_in_the_binding(mount)[1] >= 1
+
+
+def test_missing_names_of_a_listed_branch_directory_are_answered_by_the_binding(lake_home, tmp_path):
+    """A branch directory listed whole: lookups of names it does not have are answered in C
+    (Hadoop's ``.<name>.crc`` probe beside each file read) with a negative entry the kernel
+    keeps; a name another writer adds after it was probed is seen after the change-feed poll
+    (the kernel told to drop that entry), and so is a name made through the mount."""
+    require_binding("native_names_recorded", "negative entries the binding records")
+    catalog = lake_home.catalog
+    catalog.create_branch("sales", "native-listed", "main")
+    for i in range(20):
+        catalog.upload_bytes("sales", "native-listed", f"listed/part-{i}.csv", f"{i}\n".encode())
+    with mounted(lake_home, tmp_path / "mnt", "lakefs://sales") as mount:
+        listed = mount / "native-listed/listed"
+        names = sorted(os.listdir(listed))
+        assert names == sorted(f"part-{i}.csv" for i in range(20))
+        for i, name in enumerate(names):
+            assert not (listed / f".{name}.crc").exists()
+            assert (listed / name).read_bytes() == f"{name[5:-4]}\n".encode()
+        assert not (listed / ".part-0.csv.crc").exists()  # again: the kernel's negative entry
+        catalog.upload_bytes("sales", "native-listed", "listed/.part-0.csv.crc", b"another writer\n")
+        deadline = time.monotonic() + 10
+        while not (listed / ".part-0.csv.crc").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert (listed / ".part-0.csv.crc").read_bytes() == b"another writer\n"
+        (listed / ".part-1.csv.crc").write_bytes(b"made here\n")  # probed before, made through the mount
+        assert sorted(os.listdir(listed)) == sorted(names + [".part-0.csv.crc", ".part-1.csv.crc"])
+        Path("/proc/sys/vm/drop_caches").write_text("2")  # the kernel forgets its names
+        assert (listed / ".part-1.csv.crc").read_bytes() == b"made here\n"
+    assert answered_in_the_binding(mount)[1] >= 20
+
+
+def test_past_the_bound_of_its_records_the_binding_answers_without_a_kept_entry(lake_home, tmp_path):
+    """The binding records the negative entries it gives in branch directories up to
+    ``RECORDED_MOST`` names in all (so that a change can take them back); past them it answers
+    with none for the kernel to keep, so a name probed again is asked again."""
+    from lakefuse.fs.native_answers import RECORDED_MOST
+
+    require_binding("native_names_record_most", "a bound on the binding's records")
+    lake_home.catalog.create_branch("sales", "native-bound", "main")
+    with mounted(lake_home, tmp_path / "mnt", "lakefs://sales/native-bound") as mount:
+        data = mount / "data"
+        os.listdir(data)
+        for i in range(RECORDED_MOST + 10):
+            assert not os.path.lexists(f"{data}/.probe-{i}")
+        for i in range(RECORDED_MOST, RECORDED_MOST + 10):  # answered again: nothing kept
+            assert not os.path.lexists(f"{data}/.probe-{i}")
+    assert answered_in_the_binding(mount)[1] >= RECORDED_MOST + 20
