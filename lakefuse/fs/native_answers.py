@@ -34,8 +34,9 @@ and when it is taken back (``forget``, ``tree_changed``):
 - a directory of a commit or tag tree once a listing of it first ended, with the names it
   reported (passthrough or not; a directory of more than ``MAX_NAMES`` names is not
   registered: the names would cost the memory the inode table saves on them);
-- a directory of a branch, with the names the branch's tree knows it has (``Tree.known_whole``)
-  and this mount's files and directories in it not staged yet, once a listing of it ended
+- a directory of a branch, with the names the branch's tree knows it has (``Tree.known_whole``),
+  this mount's files and directories in it not staged yet and, at the root, the control
+  directory (``.lakefuse``, which listings hide), once a listing of it ended
   with the tree knowing it whole (Spark lists a dataset's directories, then looks up a
   missing ``.<name>.crc`` beside each file it reads), and a directory ``mkdir`` made on a
   branch (``made_dir``), with no names (``tar x``, ``cp -r``, ``git clone`` and ``rsync``
@@ -73,6 +74,7 @@ from typing import TYPE_CHECKING, Callable, Collection, Protocol
 from lakefuse.errors import LakefuseError
 from lakefuse.fs.negatives import NEGATIVE_ENTRIES_MOST
 from lakefuse.fs.readers import read_ahead_bytes
+from lakefuse.fs.tree import CONTROL_DIR_NAME
 
 if TYPE_CHECKING:
     from lakefuse.fs.passthrough import Passthrough
@@ -170,6 +172,8 @@ class NativeAnswers:
                 return
             names, expires = known
             names.update(self._unstaged_names(tree, path))
+            if path == "":  # a branch's root has the control directory, which listings hide
+                names.add(CONTROL_DIR_NAME)
             self._register(ino, tree, names, expires)
 
     def made_dir(self, ino: int, tree: Tree, expires: float) -> None:
@@ -240,11 +244,12 @@ class NativeAnswers:
                         out.append((ino, name))
 
     def forget(self, ino: int) -> None:
-        """``ino`` stands for nothing any more."""
+        """``ino`` stands for nothing any more.  Called under the inode table's lock, so not
+        under ``_lock`` (a registration holds that while it reads unstaged names): nothing
+        registers a directory the kernel no longer holds."""
         self._binding.remove(ino)
         if ino in self._named:
-            with self._lock:
-                self._drop_names(ino)
+            self._drop_names(ino)
 
     def _drop_names(self, ino: int) -> Collection[bytes] | None:
         self._named.discard(ino)

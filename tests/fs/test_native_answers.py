@@ -236,6 +236,9 @@ def test_a_branch_directory_listed_whole_is_registered_with_the_trees_names_and_
     binding.names_added = 0
     drive.listdir("sales/main/data")  # still registered: nothing to do
     assert binding.names_added == 0
+    # the branch's root: the control directory is there, though listings hide it
+    assert ".lakefuse" not in drive.listdir("sales/main")
+    assert binding.names[drive.ino("sales/main")][0] == {b"data", b"top.csv", b".lakefuse"}
 
 
 def test_a_registration_made_while_a_name_is_made_gets_that_name(tmp_path, make_driver):
