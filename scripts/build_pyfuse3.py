@@ -33,7 +33,7 @@ and pyfuse3 exposes no passthrough API.  So this script:
    a handle (``native_open_remove``, ``native_opens_answered``); and LOOKUP of a name a directory
    registered with ``pyfuse3.native_names_add(ino, names, timeout, expires, record)`` does not
    have answered in C with a negative entry, recorded if asked (``native_names_insert``,
-   ``native_names_remove``, ``native_names_recorded``, ``native_names_record_most``,
+   ``native_names_remove``, ``native_names_record_most``,
    ``native_misses_answered``);
 3. builds a wheel of that pyfuse3 linked to the new libfuse (rpath, so nothing system-wide
    changes: the system's libfuse, fusermount3 and mount helpers stay as they are).
@@ -658,7 +658,7 @@ EDITS = [
      "    \"Answer LOOKUP in directory ino of a name not in names (bytes: all of the\"\n"
      "    \" directory's) in C, with a negative entry the kernel keeps timeout seconds; until\"\n"
      "    \" native_names_remove(ino) or the time.monotonic() time expires (0: never; no entry\"\n"
-     "    \" is kept past it).  record: remember the names answered so (native_names_recorded),\"\n"
+     "    \" is kept past it).  record: remember the names answered so (native_names_remove),\"\n"
      "    \" as many as native_names_record_most allows in all, then answer with timeout 0\"\n"
      "    \" (added by lakefuse's build).\"\n"
      "    _drop_native_names(ino)\n"
@@ -683,11 +683,6 @@ EDITS = [
      "        native_recorded_count -= 1\n"
      "        return True\n"
      "    return False\n\n\n"
-     "def native_names_recorded(ino):\n"
-     "    \"The names the kernel was given recorded negative entries for in directory ino (a\"\n"
-     "    \" copy; empty if it is not registered; added by lakefuse's build).\"\n"
-     "    registered = native_names.get(ino)\n"
-     "    return frozenset(registered[3] or ()) if registered is not None else frozenset()\n\n\n"
      "def native_names_remove(ino):\n"
      "    \"Send every LOOKUP in directory ino to the lookup handler again; the names the kernel\"\n"
      "    \" was given recorded negative entries for, which may still hold (added by lakefuse's build).\"\n"

@@ -104,10 +104,9 @@ class BindingAnswers(Protocol):
 
     #: None: the binding cannot add a name to a registered directory (nor expire one)
     insert_name: Callable[[int, bytes], bool | None] | None
-    #: False: it cannot record the negative entries it answers (then branches get timeout 0)
-    records_answers: bool
-
-    def record_most(self, most: int) -> None: ...
+    #: sets how many negative entries it records in all; None: it records none (then
+    #: branches get timeout 0)
+    record_most: Callable[[int], None] | None
 
 
 def immutable(tree: Tree) -> bool:
@@ -137,9 +136,10 @@ class NativeAnswers:
         #: those of them on branches: their tree's key and the registration's end
         self._branch_dirs: dict[int, tuple[object, float]] = {}
         self._insert_name = getattr(binding, "insert_name", None)
-        self._records = getattr(binding, "records_answers", False)
+        record_most = getattr(binding, "record_most", None)
+        self._records = record_most is not None
         if self._records:
-            binding.record_most(RECORDED_MOST)
+            record_most(RECORDED_MOST)
         #: a registration's names and a name's insertion do not interleave (``may_exist``)
         self._lock = threading.Lock()
         self._next_sweep = 0.0  # ``_end_expired``

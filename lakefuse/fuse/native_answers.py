@@ -28,8 +28,8 @@ class BindingAnswers:
     (as many as ``record_most(n)`` allows in all); ``remove_names(ino)``: no longer, and the
     recorded names.  ``insert_name(ino, name)``: ``name`` goes to the handler from now on;
     whether it was recorded (None for a build of pyfuse3 without it, whose registrations
-    cannot expire either).  ``records_answers``: whether it records (a build before that
-    returns nothing).  ``opens_answered()`` and
+    cannot expire either).  ``record_most`` is None for a build that records nothing.
+    ``opens_answered()`` and
     ``misses_answered()`` count what it answered so far."""
 
     def __init__(self):
@@ -39,6 +39,5 @@ class BindingAnswers:
         self.remove_names = pyfuse3.native_names_remove
         self.insert_name = getattr(pyfuse3, "native_names_insert", None)
         self.record_most = getattr(pyfuse3, "native_names_record_most", None)
-        self.records_answers = self.record_most is not None
         self.opens_answered = pyfuse3.native_opens_answered
         self.misses_answered = pyfuse3.native_misses_answered

@@ -159,8 +159,6 @@ class InsertingBinding(RecordingBinding):
     """A binding that can add a name to a registered directory's, expire a registration and
     record the negative entries it gave (``answer``: what its LOOKUP does)."""
 
-    records_answers = True
-
     def __init__(self):
         super().__init__()
         self.expires: dict[int, float] = {}

@@ -306,7 +306,7 @@ def test_missing_names_of_a_listed_branch_directory_are_answered_by_the_binding(
     (Hadoop's ``.<name>.crc`` probe beside each file read) with a negative entry the kernel
     keeps; a name another writer adds after it was probed is seen after the change-feed poll
     (the kernel told to drop that entry), and so is a name made through the mount."""
-    require_binding("native_names_recorded", "negative entries the binding records")
+    require_binding("native_names_record_most", "negative entries the binding records")
     catalog = lake_home.catalog
     catalog.create_branch("sales", "native-listed", "main")
     for i in range(20):
