@@ -127,6 +127,10 @@ def serve(fs: LakeFilesystem, mountpoint: str, options: MountOptions,
     if not os.path.isdir(mountpoint):
         raise MountFailed(f"mount point {mountpoint} is not a directory")
     tune_garbage_collector()
+    # a write lease the spools take for an instant (``Spool.held_elsewhere``) is broken with
+    # SIGIO when another open of the file (the kernel's backing file, a reader) comes in that
+    # instant; its default action ends the process, and the lease is given back anyway
+    signal.signal(signal.SIGIO, signal.SIG_IGN)
     ops = LakeOperations(fs, worker_threads=options.worker_threads, spin=options.spin,
                          passthrough=options.passthrough, passthrough_branches=options.passthrough_branches,
                          writeback_cache=options.writeback_cache)
