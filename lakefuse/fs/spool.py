@@ -42,6 +42,7 @@ import logging
 import mmap
 import os
 import secrets
+import signal
 import threading
 import time
 from collections import deque
@@ -75,6 +76,9 @@ _IN_PLACE_WAIT_NS = _IN_PLACE_NS // 2  # the reserve drops files older than this
 _SYNC_FILE_RANGE_WRITE = 2  # <linux/fs.h>: start writeback of dirty pages, do not wait
 #: seconds ``Spool.held_elsewhere`` asks again while the answer is "held" (see there)
 HELD_PATIENCE = 0.005
+#: the signal a write lease on a spool is broken with (``Spool.held_elsewhere``): the kernel
+#: sends SIGIO by default, whose default action ends the process, where SIGURG's is to ignore it
+LEASE_BREAK_SIGNAL = signal.SIGURG
 #: bytes a spool's write-behind queue may hold; a write finding it full waits (or, from the
 #: event loop, goes to a worker thread that waits)
 WRITE_BEHIND_LIMIT = 16 * 1024 * 1024
@@ -700,10 +704,16 @@ class Spool:
 
         The kernel sends a handle's RELEASE just before it closes the handle's backing file
         (the closing process does that on its way back from close(2)), so right after a
-        RELEASE the answer may be a passing "held": asked again for up to ``patience`` s."""
+        RELEASE the answer may be a passing "held": asked again for up to ``patience`` s.
+
+        An open of the file in the instant the lease is held breaks it with a signal to this
+        process: ``LEASE_BREAK_SIGNAL``, which ends no process that has not asked for it (the
+        kernel's default, SIGIO, ends it; the mount ignores SIGIO as well)."""
         deadline = None
         while True:
             try:
+                # before each lease: giving one back resets the descriptor's signal to SIGIO
+                fcntl.fcntl(self.fd, fcntl.F_SETSIG, LEASE_BREAK_SIGNAL)
                 fcntl.fcntl(self.fd, fcntl.F_SETLEASE, fcntl.F_WRLCK)
             except OSError as exc:
                 if exc.errno != errno.EAGAIN:

@@ -127,9 +127,9 @@ def serve(fs: LakeFilesystem, mountpoint: str, options: MountOptions,
     if not os.path.isdir(mountpoint):
         raise MountFailed(f"mount point {mountpoint} is not a directory")
     tune_garbage_collector()
-    # a write lease the spools take for an instant (``Spool.held_elsewhere``) is broken with
-    # SIGIO when another open of the file (the kernel's backing file, a reader) comes in that
-    # instant; its default action ends the process, and the lease is given back anyway
+    # a write lease the spools take for an instant (``Spool.held_elsewhere``) is broken by
+    # another open of the file in that instant with a signal: SIGURG, set for each lease; the
+    # kernel's default, SIGIO, whose default action ends the process, is ignored as well
     signal.signal(signal.SIGIO, signal.SIG_IGN)
     ops = LakeOperations(fs, worker_threads=options.worker_threads, spin=options.spin,
                          passthrough=options.passthrough, passthrough_branches=options.passthrough_branches,

@@ -467,3 +467,59 @@ def test_sizes_asked_while_the_spool_is_closed_never_see_a_closed_descriptor(tmp
         stop.set()
         asker.join(10)
     assert errors == []
+
+
+def test_held_elsewhere_tells_whether_another_descriptor_is_open(tmp_path):
+    spool = Spool(str(tmp_path))
+    spool.write(0, b"x")
+    try:
+        assert not spool.held_elsewhere()
+        other = os.open(spool.path, os.O_RDONLY)
+        try:
+            assert spool.held_elsewhere(patience=0.01)  # no write lease while it is open
+        finally:
+            os.close(other)
+        assert not spool.held_elsewhere()
+    finally:
+        spool.close()
+
+
+def test_a_lease_broken_by_an_open_signals_what_ends_no_process(tmp_path, monkeypatch):
+    """``held_elsewhere`` holds a write lease for an instant; an open of the file in that
+    instant breaks it with a signal to this process.  The kernel's default signal, SIGIO,
+    ends a process that did not ask for it (a program using lakefuse as a library): the
+    spool's lease is broken with SIGURG instead, whose default action is to ignore it.
+    Here another thread opens the file while ``held_elsewhere`` holds its lease."""
+    import fcntl
+    import signal
+    import types
+
+    spool = Spool(str(tmp_path))
+    spool.write(0, b"x")
+    received, opened = [], []
+    opener = threading.Thread(target=lambda: opened.append(os.open(spool.path, os.O_RDONLY)))
+
+    def fcntl_opening_meanwhile(fd, cmd, arg=0):
+        result = fcntl.fcntl(fd, cmd, arg)
+        if cmd == fcntl.F_SETLEASE and arg == fcntl.F_WRLCK and not opener.is_alive():
+            opener.start()  # blocks in open(2) until the lease is given back
+            deadline = time.monotonic() + 10
+            while not received and time.monotonic() < deadline:
+                time.sleep(0.01)  # signal handlers run on this thread meanwhile
+        return result
+
+    monkeypatch.setattr(spool_module, "fcntl", types.SimpleNamespace(
+        **{name: getattr(fcntl, name) for name in dir(fcntl) if name.startswith("F_")}, fcntl=fcntl_opening_meanwhile))
+    previous = (signal.signal(signal.SIGURG, lambda *_: received.append("SIGURG")),
+                signal.signal(signal.SIGIO, lambda *_: received.append("SIGIO")))
+    try:
+        assert not spool.held_elsewhere()  # the lease was granted, then given back
+        opener.join(10)
+        assert opened, "the open was never let through"
+        assert received == ["SIGURG"]
+    finally:
+        signal.signal(signal.SIGURG, previous[0])
+        signal.signal(signal.SIGIO, previous[1])
+        for fd in opened:
+            os.close(fd)
+        spool.close()
