@@ -75,6 +75,41 @@ HEARTBEAT_SECONDS = 15  # a line this often while a step runs
 PIP = [sys.executable, "-m", "pip", "-q", "--disable-pip-version-check"]
 STARTED = float(os.environ.get("LAKEFUSE_INSTALL_STARTED") or time.time())
 
+#: lakefuse's additions to libfuse: what a thread of the binding's own needs to read and answer
+#: requests on a clone of the session's /dev/fuse descriptor beside pyfuse3's session loop (the
+#: idle reader, see the pyfuse3 edits below).  libfuse's multi-threaded loop does the same with
+#: these internal functions, which its version script keeps private; a reply goes to the
+#: descriptor its request was read from (the request's channel), as the kernel requires.
+LIBFUSE_EDITS = [
+    ("lib/fuse_versionscript",
+     "\t\tfuse_log_close_syslog;\n} FUSE_3.12;\n",
+     "\t\tfuse_log_close_syslog;\n} FUSE_3.12;\n\n"
+     "LAKEFUSE_1 {\n"
+     "\tglobal:\n"
+     "\t\tfuse_session_receive_buf_internal;\n"
+     "\t\tfuse_session_process_buf_internal;\n"
+     "\t\tfuse_chan_put;\n"
+     "\t\tfuse_buf_free;\n"
+     "\t\tlakefuse_clone_chan;\n"
+     "} FUSE_3.17;\n"),
+    ("lib/fuse_loop_mt.c",
+     "static int fuse_loop_start_thread(struct fuse_mt *mt)\n",
+     "/* lakefuse: a channel on a new clone of the session's /dev/fuse descriptor (NULL on failure) */\n"
+     "struct fuse_chan *lakefuse_clone_chan(struct fuse_session *se);\n"
+     "struct fuse_chan *lakefuse_clone_chan(struct fuse_session *se)\n"
+     "{\n"
+     "\tint clonefd = fuse_clone_chan_fd_default(se);\n"
+     "\tstruct fuse_chan *ch;\n\n"
+     "\tif (clonefd < 0)\n"
+     "\t\treturn NULL;\n"
+     "\tch = fuse_chan_new(clonefd);\n"
+     "\tif (ch == NULL)\n"
+     "\t\tclose(clonefd);\n"
+     "\treturn ch;\n"
+     "}\n\n"
+     "static int fuse_loop_start_thread(struct fuse_mt *mt)\n"),
+]
+
 #: (file in the pyfuse3 source tree, text that must be there once, what replaces it)
 EDITS = [
     ("Include/fuse_common.pxd",
@@ -691,6 +726,252 @@ EDITS = [
      "    \"How many LOOKUPs were answered by native_names_add's rule (added by lakefuse's build).\"\n"
      "    return native_miss_count\n\n\n"
      "def handles_killpriv_v2():\n"),
+    # A thread that reads requests while the session loop sleeps (the idle reader; see
+    # _idle_reader_loop below): a dataset read by two busy processes, whose every request the
+    # binding answers in C, waited for the one event loop to be woken through trio's epoll and
+    # scheduler; the idle reader is woken alone, blocked in read(2) on its own clone of
+    # /dev/fuse (libfuse's channels: LIBFUSE_EDITS)
+    ("src/pyfuse3/__init__.pyx",
+     "cdef long spin_wait_ns = 0\n",
+     "cdef long spin_wait_ns = 0\n"
+     "from cpython.pythread cimport PyThread_get_thread_ident\n"
+     "cdef unsigned long idle_reader_ident = 0\n"
+     "cdef object idle_reader_retval = None\n"
+     "cdef object idle_reader_thread = None\n"
+     "cdef object idle_reader_armed = None\n"
+     "cdef object handoff_event = None\n"
+     "cdef object main_nursery = None\n"
+     "cdef int recent_handler_requests = IDLE_READER_MOST\n"
+     "cdef unsigned long long idle_reader_answered = 0\n"
+     "cdef unsigned long long idle_reader_handed = 0\n"),
+    ("src/pyfuse3/__init__.pyx",
+     "cdef int session_fd\n",
+     "cdef int session_fd\n"
+     "# the idle reader (added by lakefuse's build): how the session loop tells requests that\n"
+     "# call a handler from requests answered in C: +STEP per handler request, -1 per C answer,\n"
+     "# within [0, MOST]; the idle reader reads only while it is below ARM_BELOW\n"
+     "cdef enum:\n"
+     "    IDLE_READER_STEP = 4\n"
+     "    IDLE_READER_MOST = 32\n"
+     "    IDLE_READER_ARM_BELOW = 8\n"),
+    ("src/pyfuse3/internal.pxi",
+     "cdef void save_retval(object val):\n"
+     "    global py_retval\n",
+     "cdef void save_retval(object val):\n"
+     "    global py_retval, idle_reader_retval\n"
+     "    if idle_reader_ident != 0 and PyThread_get_thread_ident() == idle_reader_ident:\n"
+     "        idle_reader_retval = val  # a request the idle reader read (added by lakefuse's build)\n"
+     "        return\n"),
+    ("src/pyfuse3/internal.pxi",
+     "    cdef int fast_reads = 0\n",
+     "    cdef int fast_reads = 0\n"
+     "    global recent_handler_requests\n"),
+    ("src/pyfuse3/internal.pxi",
+     "        fuse_session_process_buf(session, &buf)\n"
+     "        if py_retval is not None:\n",
+     "        fuse_session_process_buf(session, &buf)\n"
+     "        _count_request(py_retval is not None)  # lakefuse: see _idle_reader_loop\n"
+     "        if py_retval is not None:\n"),
+    ("src/pyfuse3/internal.pxi",
+     "            await trio.lowlevel.wait_readable(session_fd)\n",
+     "            if idle_reader_ident != 0 and recent_handler_requests < IDLE_READER_ARM_BELOW:\n"
+     "                await _sleep_until_handed()  # lakefuse: the idle reader reads meanwhile\n"
+     "            else:\n"
+     "                await trio.lowlevel.wait_readable(session_fd)\n"),
+    ("src/pyfuse3/__init__.pyx",
+     "    fuse_session_exit(session)\n"
+     "    trio.lowlevel.notify_closing(session_fd)\n",
+     "    fuse_session_exit(session)\n"
+     "    trio.lowlevel.notify_closing(session_fd)\n"
+     "    if handoff_event is not None:\n"
+     "        handoff_event.set()\n"
+     "    if idle_reader_armed is not None:\n"
+     "        idle_reader_armed.set()\n"),
+    ("src/pyfuse3/__init__.pyx",
+     "    global trio_token\n"
+     "    trio_token = trio.lowlevel.current_trio_token()\n",
+     "    global trio_token, main_nursery\n"
+     "    trio_token = trio.lowlevel.current_trio_token()\n"),
+    ("src/pyfuse3/__init__.pyx",
+     "            worker_data.task_count = 1\n"
+     "            worker_data.task_serial = 1\n",
+     "            main_nursery = nursery  # lakefuse: where the idle reader's handlers run\n"
+     "            worker_data.task_count = 1\n"
+     "            worker_data.task_serial = 1\n"),
+    ("src/pyfuse3/__init__.pyx",
+     "    log.debug('Calling fuse_session_destroy')\n"
+     "    fuse_session_destroy(session)\n",
+     "    if not _stop_idle_reader():  # lakefuse: it may still read; the session must outlive it\n"
+     "        log.warning('the idle reader did not stop; the FUSE session is left as it is')\n"
+     "        return\n"
+     "    log.debug('Calling fuse_session_destroy')\n"
+     "    fuse_session_destroy(session)\n"),
+    ("src/pyfuse3/__init__.pyx",
+     "def handles_killpriv_v2():\n",
+     "cdef extern from *:\n"
+     '    """\n'
+     "    struct fuse_chan;\n"
+     "    struct fuse_chan *lakefuse_clone_chan(struct fuse_session *se);\n"
+     "    int fuse_session_receive_buf_internal(struct fuse_session *se, struct fuse_buf *buf, struct fuse_chan *ch);\n"
+     "    void fuse_session_process_buf_internal(struct fuse_session *se, const struct fuse_buf *buf,\n"
+     "                                           struct fuse_chan *ch);\n"
+     "    void fuse_chan_put(struct fuse_chan *ch);\n"
+     "    void fuse_buf_free(struct fuse_buf *buf);\n"
+     '    """\n'
+     "    struct fuse_chan:\n"
+     "        pass\n"
+     "    fuse_chan *lakefuse_clone_chan(fuse_session *se)\n"
+     "    int fuse_session_receive_buf_internal(fuse_session *se, fuse_buf *buf, fuse_chan *ch) nogil\n"
+     "    void fuse_session_process_buf_internal(fuse_session *se, const fuse_buf *buf, fuse_chan *ch)\n"
+     "    void fuse_chan_put(fuse_chan *ch)\n"
+     "    void fuse_buf_free(fuse_buf *buf)\n"
+     "\n"
+     "\n"
+     "cdef void _count_request(bint to_handler):\n"
+     "    # a request processed: whether it went to a handler (under the GIL; added by lakefuse's build)\n"
+     "    global recent_handler_requests\n"
+     "    if to_handler:\n"
+     "        recent_handler_requests = min(IDLE_READER_MOST, recent_handler_requests + IDLE_READER_STEP)\n"
+     "    elif recent_handler_requests > 0:\n"
+     "        recent_handler_requests -= 1\n"
+     "\n"
+     "\n"
+     "async def _sleep_until_handed():\n"
+     "    # the session loop's sleep while the idle reader reads: until it hands a request over (or\n"
+     "    # the session ends; added by lakefuse's build)\n"
+     "    global handoff_event\n"
+     "    handoff_event = trio.Event()\n"
+     "    if fuse_session_exited(session):\n"
+     "        return\n"
+     "    idle_reader_armed.set()\n"
+     "    await handoff_event.wait()\n"
+     "\n"
+     "\n"
+     "def _handed(coro):\n"
+     "    # on the event loop: run the handler of a request the idle reader read, and wake the\n"
+     "    # session loop, which reads the next requests itself (added by lakefuse's build)\n"
+     "    main_nursery.start_soon(_await_handed, coro)\n"
+     "    if handoff_event is not None:\n"
+     "        handoff_event.set()\n"
+     "\n"
+     "\n"
+     "async def _await_handed(coro):\n"
+     "    await coro\n"
+     "\n"
+     "\n"
+     "def _idle_reader_loop(started):\n"
+     "    # The idle reader (added by lakefuse's build): a thread that reads requests from its own\n"
+     "    # clone of /dev/fuse, blocking in read(2), while the session loop sleeps.  The kernel wakes\n"
+     "    # one reader blocked in read(2) per request, where it wakes every waiter in poll(2) or\n"
+     "    # epoll (the session loop's sleep in trio, and its cost: the event loop's wake-up and a\n"
+     "    # pass of the scheduler before the request is even read).  It processes what it reads\n"
+     "    # with the GIL, as the session loop does: the binding's C answers reply at once, on its\n"
+     "    # descriptor; a request for a handler is handed to the event loop (its coroutine started\n"
+     "    # there), and the reader stops reading until the session loop sleeps again (it reads the\n"
+     "    # next requests itself meanwhile, without the hand-over's two wake-ups).  The session loop\n"
+     "    # sleeps this way only while most recent requests were answered in C (_count_request):\n"
+     "    # reading a dataset, yes; creating files, whose every request but the lookup goes to a\n"
+     "    # handler, no: it sleeps in trio as before.\n"
+     "    global idle_reader_ident, idle_reader_retval, idle_reader_answered, idle_reader_handed\n"
+     "    cdef fuse_buf buf\n"
+     "    cdef int res\n"
+     "    cdef fuse_chan *chan = lakefuse_clone_chan(session)\n"
+     "    if chan == NULL:\n"
+     "        started.append(False)\n"
+     "        return\n"
+     "    idle_reader_ident = PyThread_get_thread_ident()\n"
+     "    started.append(True)\n"
+     "    buf.mem = NULL\n"
+     "    buf.size = 0\n"
+     "    buf.pos = 0\n"
+     "    buf.flags = 0\n"
+     "    armed = idle_reader_armed\n"
+     "    try:\n"
+     "        while not fuse_session_exited(session):\n"
+     "            if not armed.is_set():\n"
+     "                armed.wait()\n"
+     "                continue\n"
+     "            with nogil:\n"
+     "                res = fuse_session_receive_buf_internal(session, &buf, chan)\n"
+     "            if res == -errno.EINTR or res == -errno.EAGAIN:\n"
+     "                continue\n"
+     "            if res <= 0:\n"
+     "                break  # the session ended (ENODEV: unmounted)\n"
+     "            idle_reader_retval = None\n"
+     "            fuse_session_process_buf_internal(session, &buf, chan)\n"
+     "            coro = idle_reader_retval\n"
+     "            _count_request(coro is not None)\n"
+     "            if coro is None:\n"
+     "                idle_reader_answered += 1\n"
+     "                continue\n"
+     "            idle_reader_retval = None\n"
+     "            idle_reader_handed += 1\n"
+     "            armed.clear()\n"
+     "            trio_token.run_sync_soon(_handed, coro)\n"
+     "    except BaseException:\n"
+     "        log.exception('the idle reader failed; the session loop reads alone')\n"
+     "    finally:\n"
+     "        idle_reader_ident = 0\n"
+     "        fuse_buf_free(&buf)\n"
+     "        fuse_chan_put(chan)  # closes the clone\n"
+     "        token = trio_token\n"
+     "        if token is not None:  # a session loop asleep until a hand-over reads again\n"
+     "            try:\n"
+     "                token.run_sync_soon(_wake_session_loop)\n"
+     "            except Exception:\n"
+     "                pass\n"
+     "\n"
+     "\n"
+     "def _wake_session_loop():\n"
+     "    if handoff_event is not None:\n"
+     "        handoff_event.set()\n"
+     "\n"
+     "\n"
+     "cdef bint _stop_idle_reader():\n"
+     "    # at close: wake the idle reader and wait for it to end (unmounted, its read returns\n"
+     "    # ENODEV); whether it ended (added by lakefuse's build)\n"
+     "    global idle_reader_thread, idle_reader_armed\n"
+     "    if idle_reader_thread is None:\n"
+     "        return True\n"
+     "    fuse_session_exit(session)\n"
+     "    idle_reader_armed.set()\n"
+     "    idle_reader_thread.join(5)\n"
+     "    if idle_reader_thread.is_alive():\n"
+     "        return False\n"
+     "    idle_reader_thread = None\n"
+     "    idle_reader_armed = None\n"
+     "    return True\n"
+     "\n"
+     "\n"
+     "def start_idle_reader():\n"
+     '    "Start the idle reader (see _idle_reader_loop), after FUSE_INIT, on the event loop\'s"\n'
+     '    " thread; whether it runs (added by lakefuse\'s build)."\n'
+     "    global idle_reader_thread, idle_reader_armed\n"
+     "    import threading as _threading\n"
+     "    if session == NULL or idle_reader_thread is not None:\n"
+     "        return False\n"
+     "    started = []\n"
+     "    idle_reader_armed = _threading.Event()\n"
+     "    idle_reader_thread = _threading.Thread(target=_idle_reader_loop, args=(started,),\n"
+     "                                           name='pyfuse3-idle-reader', daemon=True)\n"
+     "    idle_reader_thread.start()\n"
+     "    while not started:\n"
+     "        _threading.Event().wait(0.001)\n"
+     "    if not started[0]:\n"
+     "        idle_reader_thread.join()\n"
+     "        idle_reader_thread = None\n"
+     "        idle_reader_armed = None\n"
+     "        return False\n"
+     "    return True\n"
+     "\n"
+     "\n"
+     "def idle_reader_counts():\n"
+     '    "(requests the idle reader answered in C, requests it handed to the event loop) (added"\n'
+     '    " by lakefuse\'s build)."\n'
+     "    return idle_reader_answered, idle_reader_handed\n"
+     "\n"
+     "\n"
+     "def handles_killpriv_v2():\n"),
 ]
 
 
@@ -778,6 +1059,7 @@ def extract(tarball: Path, target: Path) -> None:
 def build_libfuse(work: Path, prefix: Path) -> None:
     extract(fetch_libfuse_source(work), work)
     source = work / f"fuse-{LIBFUSE_VERSION}"
+    apply_edits(source, LIBFUSE_EDITS, f"libfuse {LIBFUSE_VERSION}")
     say(f"building libfuse {LIBFUSE_VERSION} (meson, ninja)")
     doing = f"building libfuse {LIBFUSE_VERSION}"
     run(["meson", "setup", "build", f"--prefix={prefix}", "--libdir=lib", "-Dexamples=false", "-Dutils=false",
@@ -785,13 +1067,17 @@ def build_libfuse(work: Path, prefix: Path) -> None:
     run(["ninja", "-C", "build", "install"], source, doing=doing)
 
 
-def patch_pyfuse3(source: Path) -> None:
-    for relative, anchor, replacement in EDITS:
+def apply_edits(source: Path, edits: list[tuple[str, str, str]], what: str) -> None:
+    for relative, anchor, replacement in edits:
         path = source / relative
         text = path.read_text()
         if text.count(anchor) != 1:
-            raise BuildError(f"pyfuse3 {PYFUSE3_VERSION}: {relative} changed; cannot add lakefuse's edits")
+            raise BuildError(f"{what}: {relative} changed; cannot add lakefuse's edits")
         path.write_text(text.replace(anchor, replacement))
+
+
+def patch_pyfuse3(source: Path) -> None:
+    apply_edits(source, EDITS, f"pyfuse3 {PYFUSE3_VERSION}")
 
 
 def fetch_pyfuse3_source(work: Path) -> Path:

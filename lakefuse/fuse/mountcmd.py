@@ -97,6 +97,11 @@ def add_mount_arguments(parser: argparse.ArgumentParser) -> None:
                              f"{DEFAULT_SPIN_SECONDS * 1e6:.0f}; 0: never): a run of small requests "
                              f"(stat, open, create) then costs no wake-up of the daemon per request. "
                              f"Needs the pyfuse3 scripts/install builds")
+    parser.add_argument("--no-idle-reader", dest="idle_reader", action="store_false",
+                        help="serve every request on the event loop's thread (by default, while it sleeps, a "
+                             "thread of the binding reads requests and answers those it can in C: reading "
+                             "many files from busy processes costs no wake-up of the event loop per "
+                             "request). Needs the pyfuse3 scripts/install builds")
     parser.add_argument("--no-passthrough", dest="passthrough", action="store_false",
                         help="serve every read through lakefuse (by default the kernel reads objects of a "
                              "local storage namespace under commits, tags and read-only mounts itself: "
@@ -337,7 +342,7 @@ def _serve(args, plan: _Plan, on_ready, log_file: str | None = None) -> None:
                                read_ahead_kb=args.read_ahead_kb, change_poll=args.change_poll,
                                spin=args.spin_us / 1e6, passthrough=args.passthrough,
                                passthrough_branches=args.passthrough_branches,
-                               writeback_cache=args.writeback_cache,
+                               writeback_cache=args.writeback_cache, idle_reader=args.idle_reader,
                                default_permissions=args.default_permissions)
 
         def ready() -> None:

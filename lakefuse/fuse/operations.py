@@ -34,6 +34,7 @@ from lakefuse.fs.xattrs import UNSUPPORTED_NAMESPACES
 from lakefuse.fuse.native_answers import BindingAnswers, binding_answers
 from lakefuse.fuse.native_reads import binding_reads
 from lakefuse.fuse.passthrough import KernelBackingFiles, granted_session_fd, has_cap_sys_admin
+from lakefuse.fuse.spin import start_idle_reader
 from lakefuse.fuse.status import errno_name
 
 log = logging.getLogger(__name__)
@@ -221,9 +222,10 @@ class LakeOperations(pyfuse3.Operations):
 
     def __init__(self, fs: LakeFilesystem, *, worker_threads: int = WORKER_THREADS,
                  spin: float = 0.0, passthrough: bool = True,
-                 passthrough_branches: bool = False, writeback_cache: bool = False):
+                 passthrough_branches: bool = False, writeback_cache: bool = False, idle_reader: bool = True):
         super().__init__()
         self.fs = fs
+        self._idle_reader = idle_reader
         self.enable_writeback_cache = writeback_cache
         #: ask the kernel for FUSE passthrough in FUSE_INIT (read by pyfuse3 as built by
         #: scripts/build_pyfuse3.py; a stock pyfuse3 ignores it), if this process may use it
@@ -325,6 +327,11 @@ class LakeOperations(pyfuse3.Operations):
             spin_ns = pyfuse3.request_spin_ns()
             polling = f"{spin_ns / 1000:.0f} µs" if spin_ns else "off"
         log.info("polling for the next request before sleeping: %s", polling)
+        if not self._idle_reader:
+            reader = "off (--no-idle-reader)"
+        else:
+            reader = "on" if start_idle_reader() else "off (stock pyfuse3, or no clone of /dev/fuse)"
+        log.info("a thread reading requests while the event loop sleeps (idle reader): %s", reader)
 
     async def _run(self, fn, *args):
         return await trio.to_thread.run_sync(fn, *args, limiter=self._limiter)

@@ -31,7 +31,7 @@ from lakefuse.errors import LakefuseError
 from lakefuse.fs.filesystem import Invalidations, LakeFilesystem
 from lakefuse.fuse.mountinfo import mounted_at
 from lakefuse.fuse.operations import LakeOperations
-from lakefuse.fuse.spin import DEFAULT_SPIN_SECONDS
+from lakefuse.fuse.spin import DEFAULT_SPIN_SECONDS, idle_reader_counts
 from lakefuse.fuse.status import STATUS_INTERVAL_SECONDS, MountStatusFile, format_counts
 
 log = logging.getLogger(__name__)
@@ -59,6 +59,8 @@ class MountOptions:
     passthrough: bool = True  # let the kernel read local objects itself (lakefuse.fs.passthrough)
     passthrough_branches: bool = False  # ... of writable branches too
     writeback_cache: bool = False  # the kernel caches writes (and then grants no passthrough)
+    #: a thread of the binding reads requests while the event loop sleeps (``LakeOperations.init``)
+    idle_reader: bool = True
     #: the kernel checks permission bits even where only root reaches the mount (see
     #: ``kernel_checks_permissions``)
     default_permissions: bool = False
@@ -133,6 +135,7 @@ def serve(fs: LakeFilesystem, mountpoint: str, options: MountOptions,
     signal.signal(signal.SIGIO, signal.SIG_IGN)
     ops = LakeOperations(fs, worker_threads=options.worker_threads, spin=options.spin,
                          passthrough=options.passthrough, passthrough_branches=options.passthrough_branches,
+                         idle_reader=options.idle_reader,
                          writeback_cache=options.writeback_cache)
     fs.set_kernel_invalidator(invalidate_kernel_caches)  # a merge or reset through .lakefuse/
     try:
@@ -220,6 +223,9 @@ def _final_report(ops: LakeOperations, status: MountStatusFile | None, mounted_o
     if native is not None:
         log.info("opens answered in the binding: %d; lookups of missing names: %d", native.opens_answered(),
                  native.misses_answered())
+    counts = idle_reader_counts()
+    if counts is not None:
+        log.info("requests the idle reader read: %d answered in the binding, %d handed to the event loop", *counts)
     log.info("files read in ahead of cold directory walks: %d", ops.fs.files_read_ahead)
     if status is not None and mounted_once:
         _write_status(status, False, errors)

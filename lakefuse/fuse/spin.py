@@ -1,7 +1,9 @@
-"""Polling between requests: when /dev/fuse has nothing queued, the session loop polls it for
-a short window before it goes to sleep.
+"""How the session loop waits for the next request: polling between requests, and the idle
+reader while it sleeps.
 
-Owns the window's default (``DEFAULT_SPIN_SECONDS``, the mount's ``--spin-us``).  The polling
+Polling: when /dev/fuse has nothing queued, the session loop polls it for a short window
+before it goes to sleep.  This module owns the window's default (``DEFAULT_SPIN_SECONDS``, the
+mount's ``--spin-us``), and starting the idle reader (``start_idle_reader``, below).  The polling
 itself is in the pyfuse3 that scripts/install builds (``scripts/build_pyfuse3.py``): the loop
 calls ``poll(2)`` on /dev/fuse with a zero timeout and ``sched_yield(2)`` between calls, holding
 no GIL, until a request is queued or the window (``LakeOperations.spin_wait_ns``, read at
@@ -24,5 +26,33 @@ slower; it is gone (docs/mount.md, "Runs of requests").
 
 from __future__ import annotations
 
+import pyfuse3
+
 #: how long the loop polls for the next request before it sleeps (``--spin-us``)
 DEFAULT_SPIN_SECONDS = 50e-6
+
+
+def start_idle_reader() -> bool:
+    """Start the idle reader of lakefuse's pyfuse3 (after FUSE_INIT, on the event loop's
+    thread); whether it runs (False: a stock pyfuse3, or the kernel refused a clone of
+    /dev/fuse).
+
+    The idle reader is a thread that reads requests while the session loop sleeps, blocked in
+    read(2) on its own clone of /dev/fuse: the kernel wakes one such reader per request, where
+    a sleeping event loop is woken through epoll and trio's scheduler before it even reads the
+    request.  It answers what the binding answers in C (missing names, opens and releases of
+    local objects, cached reads) with the GIL, as the session loop would, and hands any other
+    request to the event loop, which then reads the next requests itself until it sleeps
+    again.  The loop sleeps so only while most of its recent requests were answered in C
+    (reading a dataset); while they go to handlers (creating files) it sleeps in trio as
+    before, because a hand-over costs two wake-ups (``scripts/build_pyfuse3.py``,
+    ``_idle_reader_loop``; docs/mount.md, "Runs of requests")."""
+    start = getattr(pyfuse3, "start_idle_reader", None)
+    return bool(start is not None and start())
+
+
+def idle_reader_counts() -> tuple[int, int] | None:
+    """(requests the idle reader answered in the binding, requests it handed to the event
+    loop), or None with a stock pyfuse3."""
+    counts = getattr(pyfuse3, "idle_reader_counts", None)
+    return tuple(counts()) if counts is not None else None
