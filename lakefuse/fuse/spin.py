@@ -26,8 +26,6 @@ slower; it is gone (docs/mount.md, "Runs of requests").
 
 from __future__ import annotations
 
-import pyfuse3
-
 #: how long the loop polls for the next request before it sleeps (``--spin-us``)
 DEFAULT_SPIN_SECONDS = 50e-6
 
@@ -47,6 +45,8 @@ def start_idle_reader() -> bool:
     (reading a dataset); while they go to handlers (creating files) it sleeps in trio as
     before, because a hand-over costs two wake-ups (``scripts/build_pyfuse3.py``,
     ``_idle_reader_loop``; docs/mount.md, "Runs of requests")."""
+    import pyfuse3  # here: the CLI reads this module's default without loading the binding
+
     start = getattr(pyfuse3, "start_idle_reader", None)
     return bool(start is not None and start())
 
@@ -54,5 +54,7 @@ def start_idle_reader() -> bool:
 def idle_reader_counts() -> tuple[int, int] | None:
     """(requests the idle reader answered in the binding, requests it handed to the event
     loop), or None with a stock pyfuse3."""
+    import pyfuse3
+
     counts = getattr(pyfuse3, "idle_reader_counts", None)
     return tuple(counts()) if counts is not None else None
