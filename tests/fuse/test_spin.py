@@ -75,7 +75,7 @@ def test_the_idle_reader_answers_reads_while_the_loop_sleeps_and_hands_other_req
             assert not (directory / f".{name[2:]}.crc").exists()  # answered in C
             assert (mount / commit / name).read_bytes() == data  # opened and released in C
             time.sleep(0.002)  # the event loop goes to sleep between files
-        for i in range(5):  # after a pause the idle reader reads the lookup, then the create
+        for i in range(5):  # after a pause the idle reader reads the lookup and hands it over
             time.sleep(0.05)
             (mount / f"idle-reader/new-{i}.txt").write_bytes(b"written %d" % i)
         assert [(mount / f"idle-reader/new-{i}.txt").read_bytes() for i in range(5)] == \
