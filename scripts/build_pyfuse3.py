@@ -34,7 +34,12 @@ and pyfuse3 exposes no passthrough API.  So this script:
    registered with ``pyfuse3.native_names_add(ino, names, timeout, expires, record)`` does not
    have answered in C with a negative entry, recorded if asked (``native_names_insert``,
    ``native_names_remove``, ``native_names_record_most``,
-   ``native_misses_answered``);
+   ``native_misses_answered``); and OPEN of an inode registered with
+   ``pyfuse3.native_branch_open_add(ino, path, size, read_ahead, expires)`` answered in C
+   without passthrough, the READs (``native_read_add``'s rule) and RELEASE of its handles
+   too, until ``native_branch_take(ino)`` hands them to the handlers; and the idle reader
+   (``start_idle_reader``: a thread that reads requests while the session loop sleeps, on a
+   clone of the /dev/fuse descriptor, with the libfuse edits in ``LIBFUSE_EDITS``);
 3. builds a wheel of that pyfuse3 linked to the new libfuse (rpath, so nothing system-wide
    changes: the system's libfuse, fusermount3 and mount helpers stay as they are).
 
@@ -964,6 +969,135 @@ EDITS = [
      "    return idle_reader_answered, idle_reader_handed\n"
      "\n"
      "\n"
+     "def handles_killpriv_v2():\n"),
+    # A read-only OPEN of a branch file the operations object registered with
+    # ``native_branch_open_add`` (inode, path of an unmodified local object, size, read-ahead,
+    # expiry) is answered in C without passthrough: the binding opens the file once per inode,
+    # has the kernel start reading it in, answers the handle's READs from it
+    # (``native_read_add``'s rule: bytes in the page cache; anything else goes to the read
+    # handler) and its RELEASE.  Every handle of the inode shares one handle number
+    # (``native_branch_fh_bit() | ino``).  ``native_branch_take(ino)`` ends the registration and
+    # hands the handles open at that moment to the operations object (their count; their
+    # descriptor is closed): from then on every request about that handle number goes to the
+    # handlers, which serve it as a handle they opened.  The operations object takes them
+    # before a change of the file through the mount (a branch file's readers read a writer's
+    # newer bytes), so the binding only ever serves bytes that are the file's.  Reading a small
+    # branch file cost an OPEN and a RELEASE through the handlers, where a commit's cost none
+    ("src/pyfuse3/__init__.pyx",
+     "cdef dict native_open_files = {}\n",
+     "cdef dict native_open_files = {}\n"
+     "cdef dict native_branch_opens = {}\n"
+     "cdef dict native_branch_files = {}\n"
+     "cdef unsigned long long native_branch_fh = (<unsigned long long> 1) << 61  # in its handles\n"),
+    ("src/pyfuse3/handlers.pxi",
+     "cdef void _release_native_handle(fuse_req_t req, fuse_ino_t ino):\n",
+     "cdef int _open_branch_natively(fuse_req_t req, fuse_ino_t ino, fuse_file_info *fi) except -1:\n"
+     "    # 1 if OPEN was answered with the file registered for ino, read by the binding; else 0,\n"
+     "    # and a registration that failed or expired is dropped (added by lakefuse's build)\n"
+     "    global native_open_count\n"
+     "    cdef int fd\n"
+     "    cdef int ret\n"
+     "    cdef struct_stat st\n"
+     "    cdef timespec now\n"
+     "    cdef long long size\n"
+     "    cdef long long read_ahead\n"
+     "    cdef double expires\n"
+     "    if (fi.flags & O_ACCMODE) != O_RDONLY or (fi.flags & O_TRUNC):\n"
+     "        return 0\n"
+     "    registered = native_branch_opens.get(ino)\n"
+     "    if registered is None:\n"
+     "        return 0\n"
+     "    path, size, read_ahead, expires = registered\n"
+     "    if expires > 0:\n"
+     "        lf_clock_gettime(LF_CLOCK_MONOTONIC, &now)\n"
+     "        if expires <= now.tv_sec + now.tv_nsec * 1e-9:\n"
+     "            del native_branch_opens[ino]\n"
+     "            return 0\n"
+     "    opened = native_branch_files.get(ino)\n"
+     "    if opened is None:\n"
+     "        fd = lf_open(<bytes> path, O_RDONLY | O_CLOEXEC)\n"
+     "        if fd < 0:\n"
+     "            del native_branch_opens[ino]\n"
+     "            return 0\n"
+     "        if lf_fstat(fd, &st) != 0 or st.st_size != size:\n"
+     "            unistd.close(fd)\n"
+     "            del native_branch_opens[ino]\n"
+     "            return 0\n"
+     "        if read_ahead > 0:\n"
+     "            lf_posix_fadvise(fd, 0, read_ahead, POSIX_FADV_WILLNEED)\n"
+     "        opened = [fd, 0]\n"
+     "        native_branch_files[ino] = opened\n"
+     "        native_reads[native_branch_fh | ino] = (fd, size)\n"
+     "    opened[1] += 1\n"
+     "    fi.fh = native_branch_fh | ino\n"
+     "    fi.backing_id = 0\n"
+     "    fi.direct_io = 0\n"
+     "    fi.keep_cache = 1  # registered only while the kernel can hold no other bytes of ino\n"
+     "    fi.noflush = 1\n"
+     "    ret = fuse_reply_open(req, fi)\n"
+     "    if ret != 0:  # no RELEASE will come for this handle\n"
+     "        log.error('fuse_open(): fuse_reply_open failed with %s', strerror(-ret))\n"
+     "        _release_branch_handle(ino)\n"
+     "    native_open_count += 1\n"
+     "    return 1\n\n\n"
+     "cdef int _release_branch_handle(fuse_ino_t ino):\n"
+     "    # 1 if a handle of ino opened by _open_branch_natively was closed; 0 if the binding\n"
+     "    # holds none (native_branch_take handed them to the handlers) (added by lakefuse's build)\n"
+     "    opened = native_branch_files.get(ino)\n"
+     "    if opened is None:\n"
+     "        return 0\n"
+     "    opened[1] -= 1\n"
+     "    if opened[1] <= 0:\n"
+     "        del native_branch_files[ino]\n"
+     "        native_reads.pop(native_branch_fh | ino, None)\n"
+     "        unistd.close(opened[0])\n"
+     "    return 1\n\n\n"
+     "cdef void _release_native_handle(fuse_req_t req, fuse_ino_t ino):\n"),
+    ("src/pyfuse3/handlers.pxi",
+     "    if native_opens and _open_natively(req, ino, fi):\n"
+     "        return\n",
+     "    if native_opens and _open_natively(req, ino, fi):\n"
+     "        return\n"
+     "    if native_branch_opens and _open_branch_natively(req, ino, fi):\n"
+     "        return\n"),
+    ("src/pyfuse3/handlers.pxi",
+     "    if fi.fh & native_open_fh:\n"
+     "        _release_native_handle(req, ino)\n",
+     "    if fi.fh & native_branch_fh and _release_branch_handle(ino):\n"
+     "        ret = fuse_reply_err(req, 0)\n"
+     "        if ret != 0:\n"
+     "            log.error('fuse_release(): fuse_reply_err failed with %s', strerror(-ret))\n"
+     "        return\n"
+     "    if fi.fh & native_open_fh:\n"
+     "        _release_native_handle(req, ino)\n"),
+    ("src/pyfuse3/__init__.pyx",
+     "def handles_killpriv_v2():\n",
+     "def native_branch_open_add(ino, path, size, read_ahead=0, expires=0.0):\n"
+     "    \"Answer read-only OPENs of inode ino in C, without passthrough: the file at path\"\n"
+     "    \" (bytes), which must be size bytes long, is opened once for every handle of ino, which\"\n"
+     "    \" share the handle number native_branch_fh_bit() | ino, and their READs (when cached)\"\n"
+     "    \" and RELEASEs are answered from it.  Until native_branch_take(ino), a failure, or the\"\n"
+     "    \" time.monotonic() time expires (0: never) (added by lakefuse's build).\"\n"
+     "    native_branch_opens[ino] = (bytes(path), int(size), int(read_ahead), float(expires))\n\n\n"
+     "def native_branch_open_remove(ino):\n"
+     "    \"Send later OPENs of inode ino to the open handler; the handles the binding opened\"\n"
+     "    \" stay its own (added by lakefuse's build).\"\n"
+     "    native_branch_opens.pop(ino, None)\n\n\n"
+     "def native_branch_take(ino):\n"
+     "    \"native_branch_open_remove(ino), and hand the handles of ino the binding holds to the\"\n"
+     "    \" handlers: every later request about native_branch_fh_bit() | ino goes to them; how\"\n"
+     "    \" many kernel handles that number stands for (0: none) (added by lakefuse's build).\"\n"
+     "    native_branch_opens.pop(ino, None)\n"
+     "    opened = native_branch_files.pop(ino, None)\n"
+     "    if opened is None:\n"
+     "        return 0\n"
+     "    native_reads.pop(native_branch_fh | ino, None)\n"
+     "    unistd.close(opened[0])\n"
+     "    return opened[1]\n\n\n"
+     "def native_branch_fh_bit():\n"
+     "    \"The bit set in the handle numbers of native_branch_open_add's handles (added by\"\n"
+     "    \" lakefuse's build).\"\n"
+     "    return native_branch_fh\n\n\n"
      "def handles_killpriv_v2():\n"),
 ]
 

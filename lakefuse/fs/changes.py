@@ -85,10 +85,13 @@ class ChangeFeed:
 
     def _invalidate_paths(self, tree: Tree, paths: set[str], out: Invalidations) -> None:
         find = self._inodes.find
+        native = self._inodes.native_answers
         for path in paths:
             node = find(tree, path)
             if node is not None:
                 self._stale(node, out)
+            if native is not None:  # the binding opens the file no more (``lakefuse.fs.native_answers``)
+                native.file_changed(self._inodes.ino_of(tree, path))
         above = ancestors(paths) - paths
         self._may_exist_now(tree, paths | above, out)
         for path in above:  # still there? (a directory implied by keys may not be)

@@ -24,7 +24,7 @@ import time
 from lakefuse.errors import LakefuseError
 from lakefuse.fs import native_reads
 from lakefuse.fs.attributes import DEFAULT_FILE_MODE, NodeAttributes, content_changed, mode_metadata
-from lakefuse.fs.handles import FileHandle, HandleOps, OpenFile
+from lakefuse.fs.handles import FileHandle, Handle, HandleOps, OpenFile
 from lakefuse.fs.inodes import Inodes, refuse_control_dir_name
 from lakefuse.fs.mapped import MappedSpools
 from lakefuse.fs.native_answers import BindingAnswers, NativeAnswers
@@ -101,11 +101,18 @@ class Files(HandleOps):
     def enable_native_answers(self, binding: BindingAnswers) -> bool:
         """Let the FUSE binding answer lookups of names that directories of commits and tags do
         not have itself, and, if passthrough is on, read-only opens of their files whose
-        objects are local files (``lakefuse.fs.native_answers``); whether it answers opens.
-        The adapter calls this once at start, after ``enable_passthrough``."""
+        objects are local files (``lakefuse.fs.native_answers``); whether it answers those
+        opens.  If it reads files itself (``enable_native_reads``), it answers read-only opens
+        of unmodified small branch files too.  The adapter calls this once at start, after
+        ``enable_passthrough`` and ``enable_native_reads``."""
         opens = self.passthrough is not None and self._local_file is not None
+        # branch files: the binding reads them as the mount would (``native_reads``), where the
+        # kernel does not (``--passthrough-branches``: the handler's opens name a backing file)
+        branch_files = self.native_reads is not None and self._local_file is not None and not (
+            self.passthrough is not None and self._passthrough_branches)
         native = NativeAnswers(binding, self._local_file if opens else None, self.passthrough,
-                               self._state.immutable_ttl, self._state.unstaged.names_in)
+                               self._state.immutable_ttl, self._state.unstaged.names_in,
+                               branch_local_file=self._local_file if branch_files else None)
         self._inodes.native_answers = native
         self._table.on_forgotten = native.forget
         return opens
@@ -204,10 +211,66 @@ class Files(HandleOps):
             with of.lock:
                 if node.open_file is not of:
                     continue  # dropped by the release of its last handle meanwhile
+                native = self._inodes.native_answers
+                if native is not None and native.may_hold(node.ino):
+                    self._take_native_handles(native, of)
                 if handle:
                     of.handles += 1
                 yield of, created
                 return
+
+    def _take_native_handles(self, native: NativeAnswers, of: OpenFile) -> None:
+        """Under ``of.lock``: the handles of ``of``'s file the FUSE binding opened become the
+        mount's, one handle standing for all of them (``lakefuse.fs.native_answers``).  From
+        the binding's hand-over to this handle's place in the table, a request about them
+        finds no handle and waits for ``of.lock`` (``native_handle``)."""
+        taken = native.take(of.node.ino)
+        if taken is None:
+            return
+        fh, count, entry = taken
+        if of.entry is None and of.spool is None:  # made for this hand-over, of a node whose stat is not read yet
+            of.take_entry(entry)
+        handle = FileHandle(self, of, writable=False, entry=entry)
+        handle.shares = count
+        of.handles += count
+        self._handles.put(fh, handle)
+
+    def native_handle(self, fh: int) -> FileHandle | None:
+        """The handle ``fh`` names, if it is one the FUSE binding opened: taken over now if the
+        binding still holds it (a request about it reached the handlers: an fsync, a read the
+        binding could not answer), or just taken over by another thread; else None."""
+        native = self._inodes.native_answers
+        ino = native.ino_of_handle(fh) if native is not None else None
+        if ino is None:
+            return None
+        try:
+            node = self._table.get(ino)
+        except OSError:
+            return None
+        with self._join_open_file(node, handle=False) as (of, created):
+            handle = self._handles.get(fh)
+        if handle is None and created:
+            self.close_open_file(of)
+        return handle
+
+    def release_share(self, h: Handle, blocking: bool = True) -> bool:
+        """One of several kernel handles ``h`` stands for was released (``_take_native_handles``):
+        True, and ``h`` stays open; False if it stands for one only (release it).
+        ``blocking=False``: WouldBlock rather than wait for the file's lock."""
+        if getattr(h, "shares", 1) == 1:
+            return False
+        of = h.open_file
+        if not of.lock.acquire(blocking=blocking):
+            raise WouldBlock
+        try:
+            if h.shares == 1:  # the others were released meanwhile
+                return False
+            h.shares -= 1
+            of.handles -= 1
+            of.released.notify_all()
+        finally:
+            of.lock.release()
+        return True
 
     def close_all(self) -> None:
         """Unmount: drop every open file, whatever its handles (upload first)."""

@@ -63,6 +63,7 @@ from lakefuse.fs.backend import LakeBackend
 from lakefuse.fs.changes import ChangeFeed
 from lakefuse.fs.control import ControlFiles
 from lakefuse.fs.files import Files
+from lakefuse.fs.handles import Handle
 from lakefuse.fs.inodes import Inodes
 from lakefuse.fs.metadata import Metadata
 from lakefuse.fs.namespace import Namespace
@@ -320,6 +321,13 @@ class LakeFilesystem:
         ``lakefuse.fs.native_answers``); whether it answers opens (passthrough is on)."""
         return self._files.enable_native_answers(binding)
 
+    @property
+    def native_branch_opens(self) -> bool:
+        """Whether the FUSE binding answers read-only opens of unmodified branch files
+        (``lakefuse.fs.native_answers``)."""
+        native = self._inodes.native_answers
+        return native is not None and native.opens_branch_files
+
     def enable_native_reads(self, native: NativeReads) -> None:
         """Let the FUSE binding answer reads of unmodified local objects itself (see
         ``lakefuse.fs.native_reads``)."""
@@ -358,7 +366,7 @@ class LakeFilesystem:
                           blocking, uid, gid)
 
     def read(self, fh: int, offset: int, size: int) -> bytes:
-        h = self._handles.get(fh)
+        h = self._handle(fh)
         if h is None:
             raise OSError(errno.EBADF, "bad file handle")
         return h.ops.read(h, offset, size)
@@ -369,11 +377,11 @@ class LakeFilesystem:
         else raises WouldBlock."""
         h = self._handles.get(fh)
         if h is None:
-            raise WouldBlock
+            raise WouldBlock  # also a handle the binding opened: taken over by ``read``
         return h.ops.read_nowait(h, offset, size, buffer)
 
     def write(self, fh: int, offset: int, data: bytes) -> int:
-        h = self._handles.get(fh)
+        h = self._handle(fh)
         if h is None:
             raise OSError(errno.EBADF, "bad file handle")
         return h.ops.write(h, offset, data)
@@ -413,23 +421,35 @@ class LakeFilesystem:
         self._sync(fh, any_descriptor=True)
 
     def _sync(self, fh: int, any_descriptor: bool) -> None:
-        h = self._handles.get(fh)
+        h = self._handle(fh)
         if h is None:
             raise OSError(errno.EBADF, "bad file handle")
         h.ops.sync(h, any_descriptor)
 
     def release(self, fh: int) -> None:
-        h = self._handles.pop(fh)
-        if h is not None:
+        h = self._handle(fh)
+        if h is None or self._files.release_share(h):
+            return
+        if self._handles.pop(fh) is not None:
             h.ops.release(h)
 
     def release_nowait(self, fh: int) -> None:
         """``release`` if it costs a few local system calls at most, else WouldBlock."""
         h = self._handles.get(fh)
         if h is None:
-            raise WouldBlock
+            raise WouldBlock  # also a handle the binding opened: taken over by ``release``
+        if self._files.release_share(h, blocking=False):
+            return
         h.ops.release_nowait(h)
         self._handles.pop(fh)
+
+    def _handle(self, fh: int) -> Handle | None:
+        """The handle ``fh`` names; a handle the FUSE binding opened is taken over
+        (``lakefuse.fs.native_answers``)."""
+        h = self._handles.get(fh)
+        if h is None:
+            h = self._files.native_handle(fh)
+        return h
 
     def flush_all(self, tree: Tree | None = None) -> list[tuple[str, Exception]]:
         """Upload every written file (of one tree); the failures."""

@@ -196,7 +196,7 @@ class FileHandle(Handle):
     backing file is the file's spool, and the kernel writes into it itself."""
 
     __slots__ = ("open_file", "writable", "entry", "reader", "lock", "direct_io", "passthrough", "kernel_writes",
-                 "maps_spool", "closed")
+                 "maps_spool", "closed", "shares")
 
     def __init__(self, ops: HandleOps, open_file: OpenFile, writable: bool, entry: Entry | None,
                  direct_io: bool = False):
@@ -211,6 +211,9 @@ class FileHandle(Handle):
         self.kernel_writes = False
         self.maps_spool = False  # read-write, naming the spool as backing file: it may map it
         self.closed = False  # a FLUSH came: a descriptor of it was closed
+        #: how many kernel handles this one stands for: more than one for the handles of a
+        #: branch file the FUSE binding opened and handed over (``Files.take_native_handles``)
+        self.shares = 1
 
 
 class ControlHandle(Handle):
@@ -265,6 +268,13 @@ class HandleTable:
             self._handles[fh] = handle
             handle.fh = fh
             return fh
+
+    def put(self, fh: int, handle: Handle) -> None:
+        """``handle`` under a number the table did not give (a handle the FUSE binding opened:
+        ``lakefuse.fs.native_answers``)."""
+        with self._lock:
+            self._handles[fh] = handle
+            handle.fh = fh
 
     def pop(self, fh: int) -> Handle | None:
         with self._lock:

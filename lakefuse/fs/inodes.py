@@ -211,12 +211,15 @@ class Inodes:
                 node = table.child(path_key(tree.key, path), kind, tree=tree, path=path, stat=stat, expires=expires,
                                    replace=True)
                 if entry is not None and self.native_answers is not None:
-                    self.native_answers.offer(node.ino, tree, entry)
+                    self.native_answers.offer(node.ino, tree, entry, expires)
             elif listed and node.stat is None:
                 pass  # still not read: a listing does not keep it either
             else:
                 of = node.open_file
                 if (of is None or not of.dirty) and (node.stat is stat or tree.is_current(path, stat)):
+                    if (self.native_answers is not None and node.stat is not None and stat.entry is not None
+                            and node.stat.entry is not stat.entry):
+                        self.native_answers.file_changed(node.ino)
                     node.stat, node.expires = stat, expires
             # InodeTable.add_lookup without its check for a dropped node: this one was just
             # found in, or put into, the table under its lock
@@ -234,7 +237,7 @@ class Inodes:
         if found is None and plain_file:
             ino = table.add_listed(tree, path)
             if self.native_answers is not None:
-                self.native_answers.offer(ino, tree, stat.entry)
+                self.native_answers.offer(ino, tree, stat.entry, expires)
             return self._listed_file_attrs(ino, tree, stat)
         if found.__class__ is int and plain_file:
             table.add_listed_lookup(found)
@@ -258,6 +261,15 @@ class Inodes:
         if found.__class__ is int:
             return found
         return found.ino if found.kind is _FILE else None
+
+    def ino_of(self, tree: Tree, path: str) -> int:
+        """The inode number the table holds for ``path`` in ``tree`` (a node's, or a listed
+        file's without one), or 0."""
+        with self._table.lock:
+            found = self._table.peek_path(tree.key, path)
+        if found is None:
+            return 0
+        return found if found.__class__ is int else found.ino
 
     def find(self, tree: Tree, path: str) -> Node | None:
         """The node the kernel knows for ``path`` in ``tree``, if any."""
@@ -312,6 +324,8 @@ class Inodes:
             if of is not None:
                 return  # open files stay readable
             raise OSError(errno.ENOENT, f"{node.path!r} no longer exists")
+        if self.native_answers is not None and node.stat is not None and node.stat.entry is not stat.entry:
+            self.native_answers.file_changed(node.ino)
         node.stat, node.expires = stat, expires
 
     def writable_tree(self, node: Node) -> Tree:

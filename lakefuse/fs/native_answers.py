@@ -1,5 +1,6 @@
-"""Native answers: OPENs of commit and tag files, and LOOKUPs of names their directories (and
-branch directories listed whole or made here) do not have, that the FUSE binding answers itself.
+"""Native answers: OPENs of commit, tag and unmodified branch files, and LOOKUPs of names their
+directories (and branch directories listed whole or made here) do not have, that the FUSE
+binding answers itself.
 
 lakefuse's build of pyfuse3 (``scripts/build_pyfuse3.py``) can answer these without calling a
 handler:
@@ -12,6 +13,14 @@ handler:
   Anything else (a write, the file missing or of another size, the kernel refusing) goes to
   the handler, which from then on decides every open of that inode: the binding takes the
   registration back first;
+- an OPEN of a branch file's inode registered with the path of a local file, its size and an
+  expiry: read-only, answered without passthrough (the kernel does not read the file itself):
+  the binding opens the file once for every handle of the inode, which share one handle
+  number (``BindingAnswers.branch_fh_bit | ino``), and answers their READs (when the bytes are
+  cached: ``lakefuse.fs.native_reads``'s rule) and RELEASEs from it.  Until the binding hands
+  them over (``take_branch_file``), the mount does not know these handles; from then on every
+  request about that handle number reaches the handlers, and the mount serves it as a handle
+  it opened (``lakefuse.fs.files.Files``);
 - a LOOKUP in a directory registered with all of its names, of an ASCII name not among them
   (the handler checks the others' encoding): a negative entry the kernel keeps as long as the
   handler's of that tree would be (immutable trees: ``MountState.immutable_ttl``; branches:
@@ -31,6 +40,23 @@ and when it is taken back (``forget``, ``tree_changed``):
   is new (a listed file, also one listed by name alone, or a node a lookup made): no handle of
   it can be open yet, so every handle the kernel opens is the binding's (or, after a failure,
   the handler's);
+- a regular file of a branch tree whose object is a file of a local storage namespace smaller
+  than ``BRANCH_FILE_MOST`` (the binding's reads of bigger ones would cost more than the
+  mount's reads from a memory map), when the mount's binding reads them (``native_reads``)
+  and the kernel does not read branch files itself (without ``--passthrough-branches``),
+  offered when its inode number is new, as above, until the tree's memory of the entry
+  expires.  A branch file changes, so the registration ends, and the handles the binding
+  opened become the mount's, before the mount could serve other bytes for it:
+
+  - at the first open, create or truncate of the inode that reaches the handlers (``take``,
+    from ``Files``: a write, or an open the binding declined): the handles the binding opened
+    are counted into the file's ``OpenFile`` as one handle standing for them all (so the
+    kernel writing a spool itself, which needs the file's only handle, is not granted), and
+    a writer's spool takes their reads back as any reader's (``tail -f``);
+  - when another writer changed the path (a change-feed poll), the tree's head moved
+    (``tree_changed``), or the entry the node holds changed (``file_changed``): no more opens
+    by the binding; the handles it opened read the bytes they opened, as the mount's own
+    would;
 - a directory of a commit or tag tree once a listing of it first ended, with the names it
   reported (passthrough or not; a directory of more than ``MAX_NAMES`` names is not
   registered: the names would cost the memory the inode table saves on them);
@@ -73,7 +99,7 @@ from typing import TYPE_CHECKING, Callable, Collection, Protocol
 
 from lakefuse.errors import LakefuseError
 from lakefuse.fs.negatives import NEGATIVE_ENTRIES_MOST
-from lakefuse.fs.readers import read_ahead_bytes
+from lakefuse.fs.readers import LocalFileReader, read_ahead_bytes
 from lakefuse.fs.tree import CONTROL_DIR_NAME
 
 if TYPE_CHECKING:
@@ -83,6 +109,8 @@ if TYPE_CHECKING:
 
 #: names of the biggest directory whose missing names the binding answers
 MAX_NAMES = 100_000
+#: branch files the binding opens are smaller than this (see the module docstring)
+BRANCH_FILE_MOST = LocalFileReader.MAP_MIN_BYTES
 #: how often registrations past their time are looked for (``NativeAnswers._end_expired``)
 EXPIRED_EVERY = 60.0
 #: negative entries the binding records in branch directories, in all (then it answers with
@@ -123,12 +151,21 @@ class NativeAnswers:
 
     def __init__(self, binding: BindingAnswers, local_file: Callable[[str, Entry], str | None] | None,
                  passthrough: Passthrough | None, negative_ttl: float,
-                 unstaged_names: Callable[[Tree, str], Collection[str]] = lambda tree, path: ()):
-        """``local_file`` and ``passthrough`` None: no opens are registered, only names.
+                 unstaged_names: Callable[[Tree, str], Collection[str]] = lambda tree, path: (),
+                 branch_local_file: Callable[[str, Entry], str | None] | None = None):
+        """``local_file`` and ``passthrough`` None: no opens of commit and tag files are
+        registered; ``branch_local_file`` None: none of branch files.
         ``unstaged_names(tree, path)``: this mount's names in a branch directory that the tree
         does not know yet."""
         self._binding = binding
         self._local_file = local_file
+        if getattr(binding, "take_branch_file", None) is None:
+            branch_local_file = None  # a build of the binding without them
+        self._branch_local_file = branch_local_file
+        self._branch_fh_bit = getattr(binding, "branch_fh_bit", 0) if branch_local_file is not None else 0
+        #: branch files registered (until the binding's handles are taken): their tree's key
+        #: and the entry the binding's handles read
+        self._branch_files: dict[int, tuple[object, Entry]] = {}
         self._passthrough = passthrough
         self._negative_ttl = negative_ttl
         self._unstaged_names = unstaged_names
@@ -144,9 +181,20 @@ class NativeAnswers:
         self._lock = threading.Lock()
         self._next_sweep = 0.0  # ``_end_expired``
 
-    def offer(self, ino: int, tree: Tree, entry: Entry) -> None:
-        """A new inode number ``ino`` for a regular file of ``tree`` whose object is ``entry``."""
-        if self._local_file is None or not self._passthrough.enabled or not immutable(tree):
+    @property
+    def opens_branch_files(self) -> bool:
+        """Whether the binding answers opens of branch files (see the module docstring)."""
+        return self._branch_local_file is not None
+
+    def offer(self, ino: int, tree: Tree, entry: Entry, expires: float = 0.0) -> None:
+        """A new inode number ``ino`` for a regular file of ``tree`` whose object is ``entry``;
+        on a branch the tree trusts that until ``expires`` (a ``time.monotonic()`` time; 0:
+        its time-to-live from now)."""
+        if not immutable(tree):
+            if self._branch_local_file is not None and tree.is_branch:
+                self._offer_branch_file(ino, tree, entry, expires)
+            return
+        if self._local_file is None or not self._passthrough.enabled:
             return
         try:
             path = self._local_file(tree.repo, entry)
@@ -154,6 +202,50 @@ class NativeAnswers:
             return
         if path is not None:
             self._binding.add(ino, os.fsencode(path), entry.size, read_ahead_bytes(entry.size))
+
+    def _offer_branch_file(self, ino: int, tree: Tree, entry: Entry, expires: float) -> None:
+        if entry.size >= BRANCH_FILE_MOST:
+            return
+        try:
+            path = self._branch_local_file(tree.repo, entry)
+        except (LakefuseError, OSError):  # not registered: the handler opens it, and says why if it cannot
+            return
+        if path is None:
+            return
+        if not expires:
+            expires = time.monotonic() + tree.ttl
+        if expires == float("inf"):
+            expires = 0.0
+        self._branch_files[ino] = (tree.key, entry)  # before the binding can open it
+        self._binding.add_branch_file(ino, os.fsencode(path), entry.size, read_ahead_bytes(entry.size), expires)
+
+    def take(self, ino: int) -> tuple[int, int, Entry] | None:
+        """The binding no longer opens branch file ``ino``, and the handles of it that it holds
+        are the handlers' from now on: ``(handle number, how many kernel handles it stands
+        for, the entry they read)``, or None if it holds none."""
+        record = self._branch_files.pop(ino, None)
+        if record is None:
+            return None
+        count = self._binding.take_branch_file(ino)
+        if not count:
+            return None
+        return self._branch_fh_bit | ino, count, record[1]
+
+    def may_hold(self, ino: int) -> bool:
+        """Whether the binding may hold handles of branch file ``ino`` (``take`` them first)."""
+        return ino in self._branch_files
+
+    def ino_of_handle(self, fh: int) -> int | None:
+        """The inode of a handle number the binding gave its handles of a branch file, else None."""
+        if self._branch_fh_bit and fh & self._branch_fh_bit:
+            return fh & ~self._branch_fh_bit
+        return None
+
+    def file_changed(self, ino: int) -> None:
+        """Branch file ``ino`` may now be other bytes than the binding's handles read: it opens
+        no more (those it holds read on what they opened)."""
+        if ino in self._branch_files:
+            self._binding.remove_branch_file(ino)
 
     def listed_whole(self, ino: int, tree: Tree, path: str, names: Collection[str]) -> None:
         """A listing of directory ``ino`` (``path``) of ``tree`` ended, having reported ``names``."""
@@ -242,12 +334,17 @@ class NativeAnswers:
                 if key == tree.key:
                     for name in self._drop_names(ino) or ():
                         out.append((ino, name))
+        for ino, (key, _entry) in list(self._branch_files.items()):
+            if key == tree.key:
+                self._binding.remove_branch_file(ino)
 
     def forget(self, ino: int) -> None:
         """``ino`` stands for nothing any more.  Called under the inode table's lock, so not
         under ``_lock`` (a registration holds that while it reads unstaged names): nothing
         registers a directory the kernel no longer holds."""
         self._binding.remove(ino)
+        if self._branch_files.pop(ino, None) is not None:
+            self._binding.take_branch_file(ino)  # holds none: the kernel forgets no open inode
         if ino in self._named:
             self._drop_names(ino)
 
