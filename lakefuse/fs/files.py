@@ -106,10 +106,8 @@ class Files(HandleOps):
         of unmodified small branch files too.  The adapter calls this once at start, after
         ``enable_passthrough`` and ``enable_native_reads``."""
         opens = self.passthrough is not None and self._local_file is not None
-        # branch files: the binding reads them as the mount would (``native_reads``), where the
-        # kernel does not (``--passthrough-branches``: the handler's opens name a backing file)
-        branch_files = self.native_reads is not None and self._local_file is not None and not (
-            self.passthrough is not None and self._passthrough_branches)
+        # branch files: the binding reads small ones as the mount would (``native_reads``)
+        branch_files = self.native_reads is not None and self._local_file is not None
         native = NativeAnswers(binding, self._local_file if opens else None, self.passthrough,
                                self._state.immutable_ttl, self._state.unstaged.names_in,
                                branch_local_file=self._local_file if branch_files else None)

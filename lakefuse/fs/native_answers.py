@@ -42,10 +42,10 @@ and when it is taken back (``forget``, ``tree_changed``):
   the handler's);
 - a regular file of a branch tree whose object is a file of a local storage namespace smaller
   than ``BRANCH_FILE_MOST`` (the binding's reads of bigger ones would cost more than the
-  mount's reads from a memory map), when the mount's binding reads them (``native_reads``)
-  and the kernel does not read branch files itself (without ``--passthrough-branches``),
-  offered when its inode number is new, as above, until the tree's memory of the entry
-  expires.  A branch file changes, so the registration ends, and the handles the binding
+  mount's reads from a memory map), when the mount's binding reads them (``native_reads``;
+  also with ``--passthrough-branches``, whose kernel reads pay for big files, not for small
+  ones, whose opens through the handlers cost more), offered when its inode number is new, as
+  above, until the tree's memory of the entry expires.  A branch file changes, so the registration ends, and the handles the binding
   opened become the mount's, before the mount could serve other bytes for it:
 
   - at the first open, create or truncate of the inode that reaches the handlers (``take``,

@@ -316,13 +316,8 @@ class LakeOperations(pyfuse3.Operations):
             scope = "missing names (no passthrough: opens reach the mount)"
         log.info("commit and tag trees, answered in the binding: %s", scope)
         if self.native_answers is not None:
-            if self.fs.native_branch_opens:
-                branch_opens = "on"
-            elif self._passthrough_branches and self.fs.passthrough is not None:
-                branch_opens = "off (--passthrough-branches: the kernel reads them)"
-            else:
-                branch_opens = "off (the binding does not read files)"
-            log.info("read-only opens of unmodified branch files answered in the binding: %s", branch_opens)
+            log.info("read-only opens of small unmodified branch files answered in the binding: %s",
+                     "on" if self.fs.native_branch_opens else "off (the binding does not read files)")
         handles_killpriv = getattr(pyfuse3, "handles_killpriv_v2", lambda: False)()
         refused_in_binding = bool(getattr(pyfuse3, "xattr_prefixes_refused", tuple)())
         log.info("writes: writeback cache %s; security.capability %s", "on" if self.enable_writeback_cache else "off",

@@ -108,14 +108,35 @@ def test_small_branch_files_are_registered_with_their_objects(tmp_path, make_dri
     assert a not in binding.branch
 
 
-@pytest.mark.parametrize("setting", ["passthrough_branches", "no_native_reads"])
-def test_no_branch_file_is_registered_where_the_binding_would_not_read_it(tmp_path, make_driver, setting):
-    fs, binding, _ = filesystem(tmp_path, passthrough_branches=setting == "passthrough_branches",
-                                native_reads=setting != "no_native_reads")
+def test_no_branch_file_is_registered_where_the_binding_would_not_read_it(tmp_path, make_driver):
+    fs, binding, _ = filesystem(tmp_path, native_reads=False)
     drive = make_driver(fs)
     drive.listdir("sales/main/data")
     drive.ino("sales/main/data/a.csv")
     assert binding.branch == {} and not fs.native_branch_opens
+
+
+def test_with_kernel_reads_of_branches_small_files_are_the_binding_s_and_big_ones_the_kernel_s(
+        tmp_path, make_driver):
+    """``--passthrough-branches``: a handle of a small file the binding opened counts as open,
+    so a later open through the mount is not alone and gets no backing file (the kernel would
+    refuse it beside a handle it caches); once it is released, the mount's opens are served by
+    the kernel again."""
+    fs, binding, _ = filesystem(tmp_path, passthrough_branches=True)
+    drive = make_driver(fs)
+    a, big = drive.ino("sales/main/data/a.csv"), drive.ino("sales/main/big.bin")
+    assert a in binding.branch and big not in binding.branch
+    first = binding.open(fs, a)
+    second = fs.open(a, os.O_RDONLY)  # an open that reached the handler: it takes the binding's handle
+    assert not second.backing_id
+    binding.release(fs, first)
+    fs.release(second.fh)
+    third = fs.open(a, os.O_RDONLY)
+    assert third.backing_id
+    fs.release(third.fh)
+    kernel = fs.open(big, os.O_RDONLY)
+    assert kernel.backing_id
+    fs.release(kernel.fh)
 
 
 def test_a_reader_the_binding_opened_reads_a_writers_bytes(tmp_path, make_driver):

@@ -194,8 +194,14 @@ def kernel_branch(lake_home, tmp_path):
     """``(mount, branch directory)``: a fresh branch in a mount with --passthrough-branches."""
     name = f"pt{os.getpid()}-{time.monotonic_ns()}"
     lake_home.catalog.create_branch("sales", name, "main")
+    # files of 1 MiB and more: the kernel reads them (smaller ones the binding opens, where it can)
+    lake_home.catalog.upload_bytes("sales", name, "data/big.csv", BIG_CSV)
+    lake_home.catalog.upload_bytes("sales", name, "big-readme.md", BIG_CSV)
     with mounted(lake_home, tmp_path / name, "lakefs://sales", ("--passthrough-branches",)) as mount:
         yield mount, mount / name
+
+
+BIG_CSV = b"id,v\n" + b"1,2\n" * 300_000
 
 
 def test_a_writer_beside_a_kernel_reader(kernel_branch):
@@ -203,35 +209,47 @@ def test_a_writer_beside_a_kernel_reader(kernel_branch):
     later open is alone depends on when the kernel's RELEASE of earlier handles arrives, so
     after that either answer is right: the bytes the handle opened, or the newer ones.)"""
     mount, branch = kernel_branch
-    path = branch / "data/a.csv"
+    path = branch / "data/big.csv"
     with open(path, "rb") as reader:
         assert reader.read(3) == b"id,"
         with open(path, "r+b") as writer:  # named the same backing file, served by the mount
             writer.seek(0, os.SEEK_END)
             writer.write(b"3,4\n")
             writer.seek(0)
-            assert writer.read() == b"id,v\n1,2\n3,4\n"
-        assert reader.read() == b"v\n1,2\n"  # the bytes it opened
-    assert path.read_bytes() == b"id,v\n1,2\n3,4\n"
+            assert writer.read() == BIG_CSV + b"3,4\n"
+        assert reader.read() == BIG_CSV[3:]  # the bytes it opened
+    assert path.read_bytes() == BIG_CSV + b"3,4\n"
     with open(path, "rb") as again, open(path, "ab") as appender:
         appender.write(b"5,6\n")
         appender.flush()
-        assert again.read() in (b"id,v\n1,2\n3,4\n", b"id,v\n1,2\n3,4\n5,6\n")
-    assert path.read_bytes() == b"id,v\n1,2\n3,4\n5,6\n"
+        assert again.read() in (BIG_CSV + b"3,4\n", BIG_CSV + b"3,4\n5,6\n")
+    assert path.read_bytes() == BIG_CSV + b"3,4\n5,6\n"
     log = mount.log_path.read_text()
     assert "passthrough reads of local objects: on, branches too" in log and "the kernel reads" in log
-    assert "opens of unmodified branch files answered in the binding: off (--passthrough-branches" in log
+
+
+def test_with_kernel_reads_a_small_file_s_reader_still_sees_a_writers_bytes(kernel_branch):
+    """A small unmodified branch file is opened by the binding, also with
+    ``--passthrough-branches``, so its reader reads through the mount after a writer came."""
+    _, branch = kernel_branch
+    path = branch / "data/a.csv"
+    with open(path, "rb") as reader, open(path, "ab") as appender:
+        assert reader.read() == b"id,v\n1,2\n"
+        appender.write(b"3,4\n")
+        appender.flush()
+        assert reader.read() == b"3,4\n"
 
 
 def test_truncate_and_rename_over_a_file_being_read(kernel_branch):
     _, branch = kernel_branch
     (branch / "u.txt").write_bytes(b"new")
-    with open(branch / "readme.md", "rb") as reader:  # its first open: the kernel serves it
-        os.truncate(branch / "readme.md", 4)
-        assert (branch / "readme.md").read_bytes() == b"# sa"
-        os.rename(branch / "u.txt", branch / "readme.md")
-        assert reader.read() == b"# sales\n"
-    assert (branch / "readme.md").read_bytes() == b"new"
+    path = branch / "big-readme.md"
+    with open(path, "rb") as reader:  # its first open: the kernel serves it
+        os.truncate(path, 4)
+        assert path.read_bytes() == b"id,v"
+        os.rename(branch / "u.txt", path)
+        assert reader.read() == BIG_CSV
+    assert path.read_bytes() == b"new"
 
 
 def test_concurrent_opens_reads_and_writes_of_one_file_never_fail(kernel_branch):
@@ -387,7 +405,7 @@ def test_opens_of_unmodified_branch_files_are_answered_by_the_binding(lake_home,
             assert os.pread(reader.fileno(), 100, 0) == b"rewritten\n"
         assert other.read_bytes() == b"rewritten\n"
     log = mount.log_path.read_text()
-    assert "read-only opens of unmodified branch files answered in the binding: on" in log
+    assert "read-only opens of small unmodified branch files answered in the binding: on" in log
     opens, _ = answered_in_the_binding(mount)
     assert opens >= 30, opens  # at least each file's first open (later ones: the mount's, after a writer)
 
