@@ -977,9 +977,9 @@ EDITS = [
     # (``native_read_add``'s rule: bytes in the page cache; anything else goes to the read
     # handler) and its RELEASE.  Every handle of the inode shares one handle number
     # (``native_branch_fh_bit() | ino``).  ``native_branch_take(ino)`` ends the registration and
-    # hands the handles open at that moment to the operations object (their count; their
-    # descriptor is closed): from then on every request about that handle number goes to the
-    # handlers, which serve it as a handle they opened.  The operations object takes them
+    # hands the handles open at that moment to the operations object (their count, and the
+    # descriptor they read, now the operations object's to close): from then on every request
+    # about that handle number goes to the handlers, which serve it as a handle they opened.  The operations object takes them
     # before a change of the file through the mount (a branch file's readers read a writer's
     # newer bytes), so the binding only ever serves bytes that are the file's.  Reading a small
     # branch file cost an OPEN and a RELEASE through the handlers, where a commit's cost none
@@ -1085,15 +1085,16 @@ EDITS = [
      "    native_branch_opens.pop(ino, None)\n\n\n"
      "def native_branch_take(ino):\n"
      "    \"native_branch_open_remove(ino), and hand the handles of ino the binding holds to the\"\n"
-     "    \" handlers: every later request about native_branch_fh_bit() | ino goes to them; how\"\n"
-     "    \" many kernel handles that number stands for (0: none) (added by lakefuse's build).\"\n"
+     "    \" handlers: every later request about native_branch_fh_bit() | ino goes to them.\"\n"
+     "    \" (how many kernel handles that number stands for, the descriptor of the file they\"\n"
+     "    \" read, now the caller's to close, its size), or None if it holds none (added by\"\n"
+     "    \" lakefuse's build).\"\n"
      "    native_branch_opens.pop(ino, None)\n"
      "    opened = native_branch_files.pop(ino, None)\n"
      "    if opened is None:\n"
-     "        return 0\n"
-     "    native_reads.pop(native_branch_fh | ino, None)\n"
-     "    unistd.close(opened[0])\n"
-     "    return opened[1]\n\n\n"
+     "        return None\n"
+     "    fd, size = native_reads.pop(native_branch_fh | ino)\n"
+     "    return opened[1], fd, size\n\n\n"
      "def native_branch_fh_bit():\n"
      "    \"The bit set in the handle numbers of native_branch_open_add's handles (added by\"\n"
      "    \" lakefuse's build).\"\n"

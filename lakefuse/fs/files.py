@@ -30,12 +30,13 @@ from lakefuse.fs.mapped import MappedSpools
 from lakefuse.fs.native_answers import BindingAnswers, NativeAnswers
 from lakefuse.fs.nodes import Node, NodeKind
 from lakefuse.fs.passthrough import NO_GRANT, BackingFiles, Grant, Passthrough
-from lakefuse.fs.readers import read_ahead_bytes
+from lakefuse.fs.readers import LocalFileReader, read_ahead_bytes
 from lakefuse.fs.replies import Attributes, OpenResult, WouldBlock
 from lakefuse.fs.siblings import SiblingReadAhead
 from lakefuse.fs.state import MountState
 from lakefuse.fs.tree import PathStat, check_name, decode_name, join
 from lakefuse.fs.uploads import Uploader
+from lakefuse.graveler.model import Entry
 
 log = logging.getLogger(__name__)
 
@@ -225,13 +226,20 @@ class Files(HandleOps):
         taken = native.take(of.node.ino)
         if taken is None:
             return
-        fh, count, entry = taken
-        if of.entry is None and of.spool is None:  # made for this hand-over, of a node whose stat is not read yet
-            of.take_entry(entry)
+        fh, count, fd, size = taken
+        path = os.readlink(f"/proc/self/fd/{fd}")
+        entry = of.entry
+        if entry is None or entry.size != size or self._local_file(of.node.tree.repo, entry) != path:
+            # not (or not known to be) the file's current object: another writer changed the
+            # path since the binding opened it; its handles read on what they opened
+            entry = Entry(physical_address=path, size=size, mtime=0, checksum="", address_is_full=True)
         handle = FileHandle(self, of, writable=False, entry=entry)
+        handle.reader = LocalFileReader(path, fd)
         handle.shares = count
         of.handles += count
         self._handles.put(fh, handle)
+        if self.native_reads is not None:
+            native_reads.start(self.native_reads, handle)  # its reads stay the binding's while they may
 
     def native_handle(self, fh: int) -> FileHandle | None:
         """The handle ``fh`` names, if it is one the FUSE binding opened: taken over now if the
@@ -243,7 +251,8 @@ class Files(HandleOps):
             return None
         try:
             node = self._table.get(ino)
-        except OSError:
+            self._inodes.refresh(node, True)  # a listed file's stat is read at its first open
+        except (LakefuseError, OSError):
             return None
         with self._join_open_file(node, handle=False) as (of, created):
             handle = self._handles.get(fh)

@@ -45,14 +45,17 @@ and when it is taken back (``forget``, ``tree_changed``):
   mount's reads from a memory map), when the mount's binding reads them (``native_reads``;
   also with ``--passthrough-branches``, whose kernel reads pay for big files, not for small
   ones, whose opens through the handlers cost more), offered when its inode number is new, as
-  above, until the tree's memory of the entry expires.  A branch file changes, so the registration ends, and the handles the binding
-  opened become the mount's, before the mount could serve other bytes for it:
+  above, until the tree's memory of the entry expires.  A branch file changes, so the
+  registration ends, and the handles the binding opened become the mount's, before the mount
+  could serve other bytes for it:
 
   - at the first open, create or truncate of the inode that reaches the handlers (``take``,
     from ``Files``: a write, or an open the binding declined): the handles the binding opened
     are counted into the file's ``OpenFile`` as one handle standing for them all (so the
     kernel writing a spool itself, which needs the file's only handle, is not granted), and
-    a writer's spool takes their reads back as any reader's (``tail -f``);
+    a writer's spool takes their reads back as any reader's (``tail -f``).  The mount keeps
+    no entry per registered file (a walk of a million files would keep a million): the
+    binding hands over the descriptor its handles read, and the handle reads on from it;
   - when another writer changed the path (a change-feed poll), the tree's head moved
     (``tree_changed``), or the entry the node holds changed (``file_changed``): no more opens
     by the binding; the handles it opened read the bytes they opened, as the mount's own
@@ -164,8 +167,9 @@ class NativeAnswers:
         self._branch_local_file = branch_local_file
         self._branch_fh_bit = getattr(binding, "branch_fh_bit", 0) if branch_local_file is not None else 0
         #: branch files registered (until the binding's handles are taken): their tree's key
-        #: and the entry the binding's handles read
-        self._branch_files: dict[int, tuple[object, Entry]] = {}
+        #: (no entry: a walk of a million files would keep a million; the binding hands over
+        #: the descriptor its handles read instead, see ``take``)
+        self._branch_files: dict[int, object] = {}
         self._passthrough = passthrough
         self._negative_ttl = negative_ttl
         self._unstaged_names = unstaged_names
@@ -216,20 +220,21 @@ class NativeAnswers:
             expires = time.monotonic() + tree.ttl
         if expires == float("inf"):
             expires = 0.0
-        self._branch_files[ino] = (tree.key, entry)  # before the binding can open it
+        self._branch_files[ino] = tree.key  # before the binding can open it
         self._binding.add_branch_file(ino, os.fsencode(path), entry.size, read_ahead_bytes(entry.size), expires)
 
-    def take(self, ino: int) -> tuple[int, int, Entry] | None:
+    def take(self, ino: int) -> tuple[int, int, int, int] | None:
         """The binding no longer opens branch file ``ino``, and the handles of it that it holds
         are the handlers' from now on: ``(handle number, how many kernel handles it stands
-        for, the entry they read)``, or None if it holds none."""
-        record = self._branch_files.pop(ino, None)
-        if record is None:
+        for, the descriptor of the object file they read, now the caller's to close, that
+        object's size)``, or None if it holds none."""
+        if self._branch_files.pop(ino, None) is None:
             return None
-        count = self._binding.take_branch_file(ino)
-        if not count:
+        taken = self._binding.take_branch_file(ino)
+        if taken is None:
             return None
-        return self._branch_fh_bit | ino, count, record[1]
+        count, fd, size = taken
+        return self._branch_fh_bit | ino, count, fd, size
 
     def may_hold(self, ino: int) -> bool:
         """Whether the binding may hold handles of branch file ``ino`` (``take`` them first)."""
@@ -334,7 +339,7 @@ class NativeAnswers:
                 if key == tree.key:
                     for name in self._drop_names(ino) or ():
                         out.append((ino, name))
-        for ino, (key, _entry) in list(self._branch_files.items()):
+        for ino, key in list(self._branch_files.items()):
             if key == tree.key:
                 self._binding.remove_branch_file(ino)
 
@@ -344,7 +349,9 @@ class NativeAnswers:
         registers a directory the kernel no longer holds."""
         self._binding.remove(ino)
         if self._branch_files.pop(ino, None) is not None:
-            self._binding.take_branch_file(ino)  # holds none: the kernel forgets no open inode
+            taken = self._binding.take_branch_file(ino)
+            if taken is not None:  # the kernel forgets no inode it holds open: never so
+                os.close(taken[1])
         if ino in self._named:
             self._drop_names(ino)
 

@@ -104,13 +104,16 @@ class LocalFileReader:
     #: ones cost more to map than to copy)
     MAP_MIN_BYTES = 1024 * 1024
 
-    def __init__(self, path: str):
-        try:
-            self._fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-        except FileNotFoundError:
-            raise ObjectNotFound(f"object data missing from local storage: {path}") from None
-        except OSError as exc:
-            raise StorageError(f"cannot open {path}: {exc.strerror}") from None
+    def __init__(self, path: str, fd: int | None = None):
+        """``fd``: the file at ``path``, opened read-only already (the reader closes it)."""
+        if fd is None:
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            except FileNotFoundError:
+                raise ObjectNotFound(f"object data missing from local storage: {path}") from None
+            except OSError as exc:
+                raise StorageError(f"cannot open {path}: {exc.strerror}") from None
+        self._fd = fd
         self.path = path
         self._mapped: MappedFile | None = None
         self._map_tried = False

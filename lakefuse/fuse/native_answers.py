@@ -33,7 +33,8 @@ class BindingAnswers:
     ``ino`` itself, reading the file at ``path`` for their READs, until ``expires``;
     ``remove_branch_file(ino)``: no longer (the handles it opened stay its own);
     ``take_branch_file(ino)``: no longer, and the handles it opened are the handlers' from now
-    on (how many; their handle number is ``branch_fh_bit | ino``).  These three are None for a
+    on: ``(how many, the descriptor they read, now the caller's, its size)`` or None; their
+    handle number is ``branch_fh_bit | ino``.  These three are None for a
     build without them.  ``opens_answered()`` and
     ``misses_answered()`` count what it answered so far."""
 

@@ -39,9 +39,9 @@ class OpeningBinding(InsertingBinding):
         self.branch.pop(ino, None)
         held = self.held.pop(ino, None)
         if held is None:
-            return 0
-        os.close(held[0])
-        return held[1]
+            return None
+        fd, count = held
+        return count, fd, os.fstat(fd).st_size  # the descriptor is the mount's now
 
     # the kernel's requests, as the binding answers them
 
@@ -231,3 +231,20 @@ def test_another_writer_s_change_ends_the_registration(tmp_path, make_driver):
     backend.commit("sales", "main", "by another writer")
     fs.poll_changes()
     assert b not in binding.branch
+
+
+def test_a_handle_taken_over_after_another_writer_s_change_reads_what_it_opened(tmp_path, make_driver):
+    """The mount keeps no entry per registered file (a walk of a million files would keep a
+    million): the binding hands over the descriptor its handles read, and the handle the
+    mount makes of them reads on from it, also once the path names another object."""
+    fs, binding, backend = filesystem(tmp_path, change_feed=True)
+    drive = make_driver(fs)
+    drive.listdir("sales/main/data")
+    a = drive.ino("sales/main/data/a.csv")
+    reader = binding.open(fs, a)
+    backend.put_object("sales", "main", "data/a.csv", b"another writer\n")
+    fs.poll_changes()
+    assert drive.read("sales/main/data/a.csv") == b"another writer\n"  # the mount's open: hands over
+    assert binding.held == {}
+    assert fs.read(reader, 0, 100) == b"id,v\n1,2\n"
+    fs.release(reader)
