@@ -45,7 +45,7 @@ and when it is taken back (``forget``, ``tree_changed``):
   mount's reads from a memory map), when the mount's binding reads them (``native_reads``;
   also with ``--passthrough-branches``, whose kernel reads pay for big files, not for small
   ones, whose opens through the handlers cost more), offered when its inode number is new, as
-  above, until the tree's memory of the entry expires.  A branch file changes, so the
+  above, until the tree's memory of the entry expires; at most ``BRANCH_FILES_MOST`` at once.  A branch file changes, so the
   registration ends, and the handles the binding opened become the mount's, before the mount
   could serve other bytes for it:
 
@@ -114,6 +114,9 @@ if TYPE_CHECKING:
 MAX_NAMES = 100_000
 #: branch files the binding opens are smaller than this (see the module docstring)
 BRANCH_FILE_MOST = LocalFileReader.MAP_MIN_BYTES
+#: branch files registered at once, at most (about 0.4 KB each, in the binding and here: a
+#: walk of a million files costs no more than this many; later ones the handlers open)
+BRANCH_FILES_MOST = 200_000
 #: how often registrations past their time are looked for (``NativeAnswers._end_expired``)
 EXPIRED_EVERY = 60.0
 #: negative entries the binding records in branch directories, in all (then it answers with
@@ -208,7 +211,7 @@ class NativeAnswers:
             self._binding.add(ino, os.fsencode(path), entry.size, read_ahead_bytes(entry.size))
 
     def _offer_branch_file(self, ino: int, tree: Tree, entry: Entry, expires: float) -> None:
-        if entry.size >= BRANCH_FILE_MOST:
+        if entry.size >= BRANCH_FILE_MOST or len(self._branch_files) >= BRANCH_FILES_MOST:
             return
         try:
             path = self._branch_local_file(tree.repo, entry)

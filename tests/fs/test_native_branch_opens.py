@@ -108,6 +108,19 @@ def test_small_branch_files_are_registered_with_their_objects(tmp_path, make_dri
     assert a not in binding.branch
 
 
+def test_no_more_branch_files_are_registered_than_the_bound(tmp_path, make_driver, monkeypatch):
+    from lakefuse.fs import native_answers
+
+    monkeypatch.setattr(native_answers, "BRANCH_FILES_MOST", 1)
+    fs, binding, _ = filesystem(tmp_path)
+    drive = make_driver(fs)
+    a, b = drive.ino("sales/main/data/a.csv"), drive.ino("sales/main/data/b.csv")
+    assert set(binding.branch) == {a}
+    fs.forget([(a, 1)])  # its registration ends: room for the next new inode
+    c = drive.ino("sales/main/data/a.csv")
+    assert set(binding.branch) == {c} and b not in binding.branch
+
+
 def test_no_branch_file_is_registered_where_the_binding_would_not_read_it(tmp_path, make_driver):
     fs, binding, _ = filesystem(tmp_path, native_reads=False)
     drive = make_driver(fs)
