@@ -45,9 +45,10 @@ and when it is taken back (``forget``, ``tree_changed``):
   mount's reads from a memory map), when the mount's binding reads them (``native_reads``;
   also with ``--passthrough-branches``, whose kernel reads pay for big files, not for small
   ones, whose opens through the handlers cost more), offered when its inode number is new, as
-  above, until the tree's memory of the entry expires; at most ``BRANCH_FILES_MOST`` at once.  A branch file changes, so the
-  registration ends, and the handles the binding opened become the mount's, before the mount
-  could serve other bytes for it:
+  above, until the tree's memory of the entry expires; at most ``BRANCH_FILES_MOST`` at
+  once (each costs a listing about 3 µs).  A branch file changes, so the registration ends,
+  and the handles the binding opened become the mount's, before the mount could serve other
+  bytes for it:
 
   - at the first open, create or truncate of the inode that reaches the handlers (``take``,
     from ``Files``: a write, or an open the binding declined): the handles the binding opened
@@ -173,6 +174,9 @@ class NativeAnswers:
         #: (no entry: a walk of a million files would keep a million; the binding hands over
         #: the descriptor its handles read instead, see ``take``)
         self._branch_files: dict[int, object] = {}
+        #: repository -> the directory its objects' addresses are relative to, as bytes, once a
+        #: file of it was registered (a listing registers thousands: ``_branch_file_path``)
+        self._branch_roots: dict[str, bytes] = {}
         self._passthrough = passthrough
         self._negative_ttl = negative_ttl
         self._unstaged_names = unstaged_names
@@ -213,10 +217,7 @@ class NativeAnswers:
     def _offer_branch_file(self, ino: int, tree: Tree, entry: Entry, expires: float) -> None:
         if entry.size >= BRANCH_FILE_MOST or len(self._branch_files) >= BRANCH_FILES_MOST:
             return
-        try:
-            path = self._branch_local_file(tree.repo, entry)
-        except (LakefuseError, OSError):  # not registered: the handler opens it, and says why if it cannot
-            return
+        path = self._branch_file_path(tree.repo, entry)
         if path is None:
             return
         if not expires:
@@ -224,7 +225,27 @@ class NativeAnswers:
         if expires == float("inf"):
             expires = 0.0
         self._branch_files[ino] = tree.key  # before the binding can open it
-        self._binding.add_branch_file(ino, os.fsencode(path), entry.size, read_ahead_bytes(entry.size), expires)
+        self._binding.add_branch_file(ino, path, entry.size, read_ahead_bytes(entry.size), expires)
+
+    def _branch_file_path(self, repo: str, entry: Entry) -> bytes | None:
+        """The local file of ``entry``'s object, or None.  The backend's answer for the first
+        file of a repository, then its directory joined to each relative address: a few
+        microseconds less per listed file."""
+        if entry.address_is_full:
+            return None
+        address = entry.physical_address
+        root = self._branch_roots.get(repo)
+        if root is not None and not address.startswith("/"):
+            return root + address.encode("utf-8", "surrogateescape")
+        try:
+            path = self._branch_local_file(repo, entry)
+        except (LakefuseError, OSError):  # not registered: the handler opens it, and says why if it cannot
+            return None
+        if path is None:
+            return None
+        if path.endswith("/" + address):
+            self._branch_roots[repo] = os.fsencode(path[:-len(address)])
+        return os.fsencode(path)
 
     def take(self, ino: int) -> tuple[int, int, int, int] | None:
         """The binding no longer opens branch file ``ino``, and the handles of it that it holds
