@@ -251,9 +251,11 @@ class Files(HandleOps):
             return None
         try:
             node = self._table.get(ino)
-            self._inodes.refresh(node, True)  # a listed file's stat is read at its first open
-        except (LakefuseError, OSError):
+        except OSError:  # no such inode
             return None
+        # a listed file's stat is read at its first open; a file removed since still reads
+        with contextlib.suppress(LakefuseError, OSError):
+            self._inodes.refresh(node, True)
         with self._join_open_file(node, handle=False) as (of, created):
             handle = self._handles.get(fh)
         if handle is None and created:

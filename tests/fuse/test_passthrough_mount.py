@@ -403,6 +403,12 @@ def test_opens_of_unmodified_branch_files_are_answered_by_the_binding(lake_home,
             other.write_bytes(b"rewritten\n")  # truncated and written beside the reader
             assert os.pread(reader.fileno(), 100, 0) == b"rewritten\n"
         assert other.read_bytes() == b"rewritten\n"
+        removed = mount / f"{branch}/n/02.csv"
+        with open(removed, "rb", buffering=0) as reader:
+            os.unlink(removed)
+            os.posix_fadvise(reader.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)  # its next READ reaches the mount
+            assert os.pread(reader.fileno(), 100, 0) == contents["n/02.csv"]
+            os.fsync(reader.fileno())
     log = mount.log_path.read_text()
     assert "read-only opens of small unmodified branch files answered in the binding: on" in log
     opens, _ = answered_in_the_binding(mount)
