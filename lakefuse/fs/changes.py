@@ -86,6 +86,8 @@ class ChangeFeed:
     def _invalidate_paths(self, tree: Tree, paths: set[str], out: Invalidations) -> None:
         find = self._inodes.find
         native = self._inodes.native_answers
+        if native is not None and not native.opens_branch_files:
+            native = None
         for path in paths:
             node = find(tree, path)
             if node is not None:

@@ -217,9 +217,7 @@ class Inodes:
             else:
                 of = node.open_file
                 if (of is None or not of.dirty) and (node.stat is stat or tree.is_current(path, stat)):
-                    if (self.native_answers is not None and node.stat is not None and stat.entry is not None
-                            and node.stat.entry is not stat.entry):
-                        self.native_answers.file_changed(node.ino)
+                    self._entry_changing(node, stat)
                     node.stat, node.expires = stat, expires
             # InodeTable.add_lookup without its check for a dropped node: this one was just
             # found in, or put into, the table under its lock
@@ -324,9 +322,15 @@ class Inodes:
             if of is not None:
                 return  # open files stay readable
             raise OSError(errno.ENOENT, f"{node.path!r} no longer exists")
-        if self.native_answers is not None and node.stat is not None and node.stat.entry is not stat.entry:
-            self.native_answers.file_changed(node.ino)
+        self._entry_changing(node, stat)
         node.stat, node.expires = stat, expires
+
+    def _entry_changing(self, node: Node, stat: PathStat) -> None:
+        """``node`` is about to hold ``stat``: if that names another entry, the binding opens
+        the file no more (``lakefuse.fs.native_answers``)."""
+        if (self.native_answers is not None and node.stat is not None and stat.entry is not None
+                and node.stat.entry is not stat.entry):
+            self.native_answers.file_changed(node.ino)
 
     def writable_tree(self, node: Node) -> Tree:
         """The tree a modification of ``node``'s children or of ``node`` itself goes to."""
