@@ -303,6 +303,8 @@ class Files(HandleOps):
             raise WouldBlock
         if writable or truncate:
             self._inodes.writable_tree(node)
+        elif node.tree.is_branch:
+            self._inodes.read_through_handlers(node, blocking)
         self._inodes.refresh(node, blocking)
         with self._join_open_file(node) as (of, created):
             current = node.stat.entry if node.stat is not None else None

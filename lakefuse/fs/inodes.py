@@ -20,7 +20,7 @@ import time
 from lakefuse.errors import LakefuseError, ReadOnly
 from lakefuse.fs.attributes import NodeAttributes
 from lakefuse.fs.backend import MountRef
-from lakefuse.fs.native_answers import NativeAnswers
+from lakefuse.fs.native_answers import BRANCH_FILES_MOST, NativeAnswers
 from lakefuse.fs.nodes import (
     CONTROL_FILES,
     REPOSITORIES_KEY,
@@ -32,13 +32,15 @@ from lakefuse.fs.nodes import (
     path_key,
     repository_key,
 )
-from lakefuse.fs.replies import Attributes
+from lakefuse.fs.replies import Attributes, WouldBlock
 from lakefuse.fs.state import MountState
 from lakefuse.fs.tree import CONTROL_DIR_NAME, MAX_NAME_BYTES, ROOT_STAT, PathStat, Tree, decode_name
 from lakefuse.posix import TYPE_KEY
 
 _DIR, _FILE = NodeKind.DIR, NodeKind.FILE
 _INF = float("inf")
+#: ``read_through_handlers``: files offered per hold of the inode table's lock
+OFFERS_PER_LOCK = 1000
 
 
 def _file_type(stat: PathStat | None) -> str | None:
@@ -224,17 +226,18 @@ class Inodes:
             node.lookups += lookups
             return node
 
-    def listed_entry(self, tree: Tree, path: str, stat: PathStat, expires: float) -> Attributes:
+    def listed_entry(self, tree: Tree, path: str, stat: PathStat, expires: float, offer: bool = True) -> Attributes:
         """The attributes of ``path`` in ``tree`` for an entry of a listing that says ``stat``,
         its lookup count up by one.  A regular file the table holds no node for gets none
         (``InodeTable.add_listed``): what a walk of a million files leaves behind is mostly
-        these.  Under the table's lock (the listing's batch holds it)."""
+        these.  ``offer``: a new number of a regular file is offered to the binding
+        (``NativeAnswers.listing_offers``).  Under the table's lock (the listing's batch holds it)."""
         table = self._table
         found = table.peek_path(tree.key, path)
         plain_file = not stat.is_dir and stat.entry is not None and _file_type(stat) is None
         if found is None and plain_file:
             ino = table.add_listed(tree, path)
-            if self.native_answers is not None:
+            if offer and self.native_answers is not None:
                 self.native_answers.offer(ino, tree, stat.entry, expires)
             return self._listed_file_attrs(ino, tree, stat)
         if found.__class__ is int and plain_file:
@@ -243,22 +246,62 @@ class Inodes:
         node = self.tree_node(tree, path, stat, expires, lookups=1, listed=True)
         return self._listed_attrs(node, stat)
 
-    def named_entry(self, tree: Tree, path: str, stat: PathStat) -> int | None:
+    def named_entry(self, tree: Tree, path: str, stat: PathStat, offer: bool = True) -> int | None:
         """The inode number to report for ``path`` in ``tree`` in an entry without attributes
         (``lakefuse.fs.walkers``): the one the table holds, else a new one without a lookup
-        count.  None: not a regular file the table may number so (the entry needs its
-        attributes).  Under the table's lock (the listing's batch holds it)."""
+        count (offered to the binding with ``offer``, as ``listed_entry``).  None: not a
+        regular file the table may number so (the entry needs its attributes).  Under the
+        table's lock (the listing's batch holds it)."""
         if stat.is_dir or stat.entry is None or _file_type(stat) is not None:
             return None
         found = self._table.peek_path(tree.key, path)
         if found is None:
             ino = self._table.add_listed(tree, path, lookups=0)
-            if self.native_answers is not None:
+            if offer and self.native_answers is not None:
                 self.native_answers.offer(ino, tree, stat.entry)
             return ino
         if found.__class__ is int:
             return found
         return found.ino if found.kind is _FILE else None
+
+    def listing_offers(self, tree: Tree, path: str) -> float:
+        """How many of the regular files a listing of directory ``path`` of ``tree`` numbers
+        are offered to the binding, from the listing's start (``NativeAnswers.listing_offers``)."""
+        native = self.native_answers
+        return 0 if native is None else native.listing_offers(tree, path)
+
+    def read_through_handlers(self, node: Node, blocking: bool) -> None:
+        """``node``, a branch file, is being opened read-only through the handlers.  The first
+        time in its directory (``NativeAnswers.first_open_in``) the files of the directory
+        that listings numbered and did not offer to the binding are offered now: its other
+        files are likely read next.  Not ``blocking`` (on the event loop): WouldBlock then,
+        and the offers are made on a worker thread."""
+        native = self.native_answers
+        if native is None:
+            return
+        tree = node.tree
+        dir_path = node.path.rpartition("/")[0]
+        if not native.first_open_in(tree, dir_path, mark=blocking):
+            return
+        if not blocking:
+            raise WouldBlock
+        files = tree.known_files(dir_path, BRANCH_FILES_MOST)
+        table, key = self._table, tree.key
+        for start in range(0, len(files or ()), OFFERS_PER_LOCK):
+            with table.lock:  # lookups and listings go on between batches
+                for path, entry, expires in files[start:start + OFFERS_PER_LOCK]:
+                    found = table.peek_path(key, path)
+                    if found is None or (entry.metadata and TYPE_KEY in entry.metadata):
+                        continue
+                    if found.__class__ is int:
+                        ino = found
+                    elif found is not node and found.kind is _FILE and found.open_file is None and (
+                            found.stat is None or found.stat.entry is entry):
+                        ino = found.ino
+                    else:  # being opened, or holding another state of the file than the tree's
+                        continue
+                    if not native.may_hold(ino):
+                        native.offer(ino, tree, entry, expires)
 
     def ino_of(self, tree: Tree, path: str) -> int:
         """The inode number the table holds for ``path`` in ``tree`` (a node's, or a listed

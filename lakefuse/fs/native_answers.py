@@ -44,9 +44,14 @@ and when it is taken back (``forget``, ``tree_changed``):
   than ``BRANCH_FILE_MOST`` (the binding's reads of bigger ones would cost more than the
   mount's reads from a memory map), when the mount's binding reads them (``native_reads``;
   also with ``--passthrough-branches``, whose kernel reads pay for big files, not for small
-  ones, whose opens through the handlers cost more), offered when its inode number is new, as
-  above, until the tree's memory of the entry expires; at most ``BRANCH_FILES_MOST`` at
-  once (each costs a listing about 3 µs).  A branch file changes, so the registration ends,
+  ones, whose opens through the handlers cost more), until the tree's memory of the entry
+  expires; at most ``BRANCH_FILES_MOST`` at once.  Offered when a lookup makes its inode
+  number, or a listing numbers it among the first ``LISTED_AT_ONCE`` entries of its directory;
+  the directory's other listed files when a file of it is first opened through the handlers
+  (``first_open_in``: read-only, a file the binding did not open), and from then on as
+  listings number them.  A walk that opens nothing (``ls -lR``) does not pay for them (about
+  3 µs of listing time each); a Spark job or ``xargs cat`` opens one file of a directory
+  through the handlers, the others in the binding.  A branch file changes, so the registration ends,
   and the handles the binding opened become the mount's, before the mount could serve other
   bytes for it:
 
@@ -118,8 +123,16 @@ BRANCH_FILE_MOST = LocalFileReader.MAP_MIN_BYTES
 #: branch files registered at once, at most (about 0.4 KB each, in the binding and here: a
 #: walk of a million files costs no more than this many; later ones the handlers open)
 BRANCH_FILES_MOST = 200_000
+#: a listing of a branch directory offers the regular files it numbers among its first this
+#: many entries; the others once a file of the directory is opened through the handlers (see
+#: the module docstring: a walk that opens nothing does not pay for them)
+LISTED_AT_ONCE = 64
+#: branch directories remembered as having had a file opened through the handlers, at most
+#: (then all are forgotten, and each is learnt again at its next such open)
+OPENED_DIRS_MOST = 100_000
 #: how often registrations past their time are looked for (``NativeAnswers._end_expired``)
 EXPIRED_EVERY = 60.0
+_ALL = float("inf")
 #: negative entries the binding records in branch directories, in all (then it answers with
 #: timeout 0); as many as ``lakefuse.fs.negatives`` keeps of the handler's
 RECORDED_MOST = NEGATIVE_ENTRIES_MOST
@@ -177,6 +190,9 @@ class NativeAnswers:
         #: repository -> the directory its objects' addresses are relative to, as bytes, once a
         #: file of it was registered (a listing registers thousands: ``_branch_file_path``)
         self._branch_roots: dict[str, bytes] = {}
+        #: (tree key, path) of branch directories a file of which was opened through the
+        #: handlers (``first_open_in``): listings offer every file they number there
+        self._opened_dirs: set[tuple[object, str]] = set()
         self._passthrough = passthrough
         self._negative_ttl = negative_ttl
         self._unstaged_names = unstaged_names
@@ -196,6 +212,32 @@ class NativeAnswers:
     def opens_branch_files(self) -> bool:
         """Whether the binding answers opens of branch files (see the module docstring)."""
         return self._branch_local_file is not None
+
+    def listing_offers(self, tree: Tree, path: str) -> float:
+        """How many of the regular files that a listing of directory ``path`` of ``tree``
+        numbers it offers (``offer``), counted in entries from the listing's start: all of
+        them in a commit or tag, and in a branch directory a file of which was opened through
+        the handlers (``first_open_in``); else those among the first ``LISTED_AT_ONCE``."""
+        if immutable(tree) or (tree.key, path) in self._opened_dirs:
+            return _ALL
+        return LISTED_AT_ONCE if self._branch_local_file is not None else 0
+
+    def first_open_in(self, tree: Tree, path: str, mark: bool) -> bool:
+        """Whether a read-only open of a file of branch directory ``path`` of ``tree`` that
+        reaches the handlers is the first there: then the caller offers the files of it that
+        listings numbered and did not offer (``Inodes.read_through_handlers``), its others
+        likely being read next (a Spark job, ``xargs cat``).  ``mark``: and from now on it
+        is not (and listings there offer every file)."""
+        if self._branch_local_file is None or not tree.is_branch:
+            return False
+        key = (tree.key, path)
+        if key in self._opened_dirs:
+            return False
+        if mark:
+            if len(self._opened_dirs) >= OPENED_DIRS_MOST:
+                self._opened_dirs.clear()
+            self._opened_dirs.add(key)
+        return True
 
     def offer(self, ino: int, tree: Tree, entry: Entry, expires: float = 0.0) -> None:
         """A new inode number ``ino`` for a regular file of ``tree`` whose object is ``entry``;

@@ -194,12 +194,14 @@ class Readdir(HandleOps):
         listing): the inode table's lock is held for the batch, and a name the table
         knows already (a second listing) costs a dictionary lookup and its cached attributes
         if it has any (a listing keeps none: ``NodeAttributes.listed``), and a regular file
-        new to the table gets an inode number but no node (``Inodes.listed_entry``).  With
-        ``add_name``, regular files are reported by name alone (``Inodes.named_entry``)."""
+        new to the table gets an inode number but no node (``Inodes.listed_entry``), and is
+        offered to the binding if among the listing's first (``Inodes.listing_offers``).
+        With ``add_name``, regular files are reported by name alone (``Inodes.named_entry``)."""
         buffer, names, emitted = h.buffer, h.names, h.emitted
         prefix = dir_prefix(h.node.path)
         expires = tree._expiry()
         listed_entry, named_entry, table = self._inodes.listed_entry, self._inodes.named_entry, self._table
+        offers = self._inodes.listing_offers(tree, h.node.path)  # files offered to the binding
         served_names = False
         room = True
         with table.lock:
@@ -211,14 +213,15 @@ class Readdir(HandleOps):
                 # a file's key is its path (one string shared by the node, the page and the
                 # tree's cache); a directory's ends with '/'
                 path = key if key is not None and key[-1] != "/" else prefix + name
-                ino = named_entry(tree, path, stat) if add_name is not None else None
+                offer = len(emitted) < offers
+                ino = named_entry(tree, path, stat, offer) if add_name is not None else None
                 if ino is not None:  # by name alone
                     if not add_name(name.encode("utf-8"), ino, _NAMED_FILE_MODE, len(emitted) + 1):
                         room = False
                         break
                     served_names = True
                 else:
-                    attrs = listed_entry(tree, path, stat, expires)
+                    attrs = listed_entry(tree, path, stat, expires, offer)
                     if not add(name.encode("utf-8"), attrs, len(emitted) + 1):
                         table.forget(attrs.ino, 1)  # not reported after all (dropped if nothing else uses it)
                         room = False

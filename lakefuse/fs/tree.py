@@ -407,6 +407,29 @@ class Tree:
                 return None
             return set(children.names), children.expires
 
+    def known_files(self, path: str, most: int) -> list[tuple[str, Entry, float]] | None:
+        """``[(path, entry, expires)]``: the files of directory ``path`` whose object memory
+        holds fresh (not waiting for the stager), if the tree knows the directory whole (from
+        memory, still fresh) and it holds at most ``most`` names; else None.  Never asks the
+        backend, leaves the cache's order and counts as they are."""
+        now = time.monotonic()
+        prefix = dir_prefix(path)
+        files = []
+        with self._lock:
+            children = self._complete.get(path)
+            if children is None or children.expires <= now or len(children.names) > most:
+                return None
+            known_of, pending = self._cache.peek, self._pending
+            for name in children.names:
+                child = prefix + name
+                known = known_of(child)
+                if known is None or known[1] <= now or child in pending:
+                    continue
+                stat = known[0]
+                if stat is not None and not stat.is_dir and stat.entry is not None:
+                    files.append((child, stat.entry, known[1]))
+        return files
+
     def cached_entry(self, path: str) -> Entry | None:
         """The entry of the file at ``path`` if memory holds it fresh, else None (a directory,
         absent or unknown); leaves the cache's order and counts as they are."""

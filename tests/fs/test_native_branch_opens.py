@@ -121,6 +121,52 @@ def test_no_more_branch_files_are_registered_than_the_bound(tmp_path, make_drive
     assert set(binding.branch) == {c} and b not in binding.branch
 
 
+def test_a_listing_offers_its_first_files_and_a_read_through_the_handlers_the_others(
+        tmp_path, make_driver, monkeypatch):
+    """A walk that opens nothing (``ls -lR``) registers only the first files of each directory;
+    the first read-only open of another through the handlers (on a worker thread: the event
+    loop's attempt would block) registers the directory's other listed files, and from then on
+    listings there register every file they number."""
+    from lakefuse.fs import native_answers
+    from lakefuse.fs.replies import WouldBlock
+
+    monkeypatch.setattr(native_answers, "LISTED_AT_ONCE", 3)  # ".", ".." and a.csv
+    fs, binding, backend = filesystem(tmp_path)
+    backend.put_object("sales", "main", "data/c.csv", b"id,v\n5,6\n")
+    drive = make_driver(fs)
+    assert drive.listdir("sales/main/data") == ["a.csv", "b.csv", "c.csv"]
+    a, b, c = (drive.ino(f"sales/main/data/{name}") for name in ("a.csv", "b.csv", "c.csv"))
+    assert set(binding.branch) == {a}  # the listing's first; looking the others up made no numbers
+    with pytest.raises(WouldBlock):
+        fs.open(b, os.O_RDONLY, blocking=False)
+    assert set(binding.branch) == {a}
+    opened = binding.open(fs, b)  # reaches the handlers
+    assert not opened & BIT and set(binding.branch) == {a, c}  # b itself is the handler's
+    assert binding.open(fs, c) == BIT | c
+    assert binding.read(fs, BIT | c, 0, 100) == b"id,v\n5,6\n"
+    binding.release(fs, BIT | c)
+    binding.release(fs, opened)
+    # the kernel forgets c; a new listing numbers it again, and registers it though not its first
+    fs.forget([(c, 2)])
+    assert c not in binding.branch
+    assert drive.listdir("sales/main/data") == ["a.csv", "b.csv", "c.csv"]
+    new_c = drive.ino("sales/main/data/c.csv")
+    assert new_c != c and new_c in binding.branch
+
+
+def test_a_write_through_the_handlers_registers_no_other_files(tmp_path, make_driver, monkeypatch):
+    from lakefuse.fs import native_answers
+
+    monkeypatch.setattr(native_answers, "LISTED_AT_ONCE", 0)
+    fs, binding, _ = filesystem(tmp_path)
+    drive = make_driver(fs)
+    drive.listdir("sales/main/data")
+    a = drive.ino("sales/main/data/a.csv")
+    assert binding.branch == {}
+    fs.release(fs.open(a, os.O_WRONLY | os.O_APPEND).fh)
+    assert binding.branch == {}
+
+
 def test_no_branch_file_is_registered_where_the_binding_would_not_read_it(tmp_path, make_driver):
     fs, binding, _ = filesystem(tmp_path, native_reads=False)
     drive = make_driver(fs)
