@@ -415,6 +415,30 @@ def test_opens_of_unmodified_branch_files_are_answered_by_the_binding(lake_home,
     assert opens >= 30, opens  # at least each file's first open (later ones: the mount's, after a writer)
 
 
+def test_files_past_a_listing_s_first_are_opened_by_the_binding_once_one_was_opened_by_the_mount(
+        lake_home, tmp_path):
+    """A listing registers the files among its first 64 entries only; the first open of a later
+    one reaches the mount, which registers the directory's other listed files, so the binding
+    opens the rest (the Spark job's pattern: list, then read every file)."""
+    import pyfuse3
+
+    if not hasattr(pyfuse3, "native_branch_open_add"):
+        pytest.skip("pyfuse3 without native opens of branch files (scripts/build_pyfuse3.py did not run)")
+    catalog = lake_home.catalog
+    branch = f"listed-branch-{os.getpid()}"
+    catalog.create_branch("sales", branch, "main")
+    contents = {f"many/{i:03d}.csv": f"id\n{i}\n".encode() for i in range(150)}
+    for name, data in contents.items():
+        catalog.upload_bytes("sales", branch, name, data)
+    names = sorted(contents)
+    with mounted(lake_home, tmp_path / "mnt", "lakefs://sales") as mount:
+        assert len(os.listdir(mount / f"{branch}/many")) == 150
+        for name in names[100:] + names[:100]:  # past the listing's first files, then the others
+            assert (mount / f"{branch}/{name}").read_bytes() == contents[name]
+    opens, _ = answered_in_the_binding(mount)
+    assert opens >= 145, opens  # all but the first opened past the listing's first (and a few)
+
+
 def test_readers_the_binding_opened_beside_writers_of_the_same_files_never_fail(lake_home, tmp_path):
     """Readers of unmodified branch files (opened by the binding, until a writer's open hands
     their handles to the mount) and writers rewriting the same files, at once: every read is
