@@ -277,7 +277,7 @@ class Inodes:
         files are likely read next.  Not ``blocking`` (on the event loop): WouldBlock then,
         and the offers are made on a worker thread."""
         native = self.native_answers
-        if native is None:
+        if native is None or not native.opens_branch_files:
             return
         tree = node.tree
         dir_path = node.path.rpartition("/")[0]

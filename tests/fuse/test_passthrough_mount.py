@@ -367,22 +367,29 @@ def test_past_the_bound_of_its_records_the_binding_answers_without_a_kept_entry(
     assert answered_in_the_binding(mount)[1] >= RECORDED_MOST + 20
 
 
+def branch_the_binding_opens(lake_home, prefix: str, contents: dict[str, bytes]) -> str:
+    """A new branch of ``sales`` holding ``contents`` (path -> bytes); skips the test unless
+    this pyfuse3 opens branch files itself."""
+    import pyfuse3
+
+    if not hasattr(pyfuse3, "native_branch_open_add"):
+        pytest.skip("pyfuse3 without native opens of branch files (scripts/build_pyfuse3.py did not run)")
+    catalog = lake_home.catalog
+    branch = f"{prefix}-{os.getpid()}"
+    catalog.create_branch("sales", branch, "main")
+    for name, data in contents.items():
+        catalog.upload_bytes("sales", branch, name, data)
+    return branch
+
+
 def test_opens_of_unmodified_branch_files_are_answered_by_the_binding(lake_home, tmp_path):
     """Read-only opens of small unmodified branch files are answered by lakefuse's pyfuse3
     without passthrough (it answers their reads and releases too); a writer's open reaches the
     mount, which takes the binding's handles over first: readers opened before read the
     writer's bytes (``tail -f``), an fsync of theirs reaches the mount, and every byte read is
     the file's."""
-    import pyfuse3
-
-    if not hasattr(pyfuse3, "native_branch_open_add"):
-        pytest.skip("pyfuse3 without native opens of branch files (scripts/build_pyfuse3.py did not run)")
-    catalog = lake_home.catalog
-    branch = f"native-branch-{os.getpid()}"
-    catalog.create_branch("sales", branch, "main")
     contents = {f"n/{i:02d}.csv": f"id\n{i}\nnative-branch\n".encode() for i in range(30)}
-    for name, data in contents.items():
-        catalog.upload_bytes("sales", branch, name, data)
+    branch = branch_the_binding_opens(lake_home, "native-branch", contents)
     with mounted(lake_home, tmp_path / "mnt", "lakefs://sales") as mount:
         assert sorted(os.listdir(mount / f"{branch}/n")) == sorted(name[2:] for name in contents)
         for name, data in contents.items():
@@ -420,16 +427,8 @@ def test_files_past_a_listing_s_first_are_opened_by_the_binding_once_one_was_ope
     """A listing registers the files among its first 64 entries only; the first open of a later
     one reaches the mount, which registers the directory's other listed files, so the binding
     opens the rest (the Spark job's pattern: list, then read every file)."""
-    import pyfuse3
-
-    if not hasattr(pyfuse3, "native_branch_open_add"):
-        pytest.skip("pyfuse3 without native opens of branch files (scripts/build_pyfuse3.py did not run)")
-    catalog = lake_home.catalog
-    branch = f"listed-branch-{os.getpid()}"
-    catalog.create_branch("sales", branch, "main")
     contents = {f"many/{i:03d}.csv": f"id\n{i}\n".encode() for i in range(150)}
-    for name, data in contents.items():
-        catalog.upload_bytes("sales", branch, name, data)
+    branch = branch_the_binding_opens(lake_home, "listed-branch", contents)
     names = sorted(contents)
     with mounted(lake_home, tmp_path / "mnt", "lakefs://sales") as mount:
         assert len(os.listdir(mount / f"{branch}/many")) == 150
@@ -447,16 +446,8 @@ def test_readers_the_binding_opened_beside_writers_of_the_same_files_never_fail(
     binding's handles would fail the writers' opens)."""
     import concurrent.futures
 
-    import pyfuse3
-
-    if not hasattr(pyfuse3, "native_branch_open_add"):
-        pytest.skip("pyfuse3 without native opens of branch files (scripts/build_pyfuse3.py did not run)")
-    catalog = lake_home.catalog
-    branch = f"native-race-{os.getpid()}"
-    catalog.create_branch("sales", branch, "main")
     names = [f"r/{i:02d}.bin" for i in range(20)]
-    for name in names:
-        catalog.upload_bytes("sales", branch, name, b"x" * 5000)
+    branch = branch_the_binding_opens(lake_home, "native-race", {name: b"x" * 5000 for name in names})
     with mounted(lake_home, tmp_path / "mnt", "lakefs://sales") as mount:
         paths = [mount / branch / name for name in names]
         os.listdir(mount / branch / "r")  # new inodes: registered with the binding
