@@ -979,9 +979,10 @@ EDITS = [
     # (``native_branch_fh_bit() | ino``).  ``native_branch_take(ino)`` ends the registration and
     # hands the handles open at that moment to the operations object (their count, and the
     # descriptor they read, now the operations object's to close): from then on every request
-    # about that handle number goes to the handlers, which serve it as a handle they opened.  The operations object takes them
-    # before a change of the file through the mount (a branch file's readers read a writer's
-    # newer bytes), so the binding only ever serves bytes that are the file's.  Reading a small
+    # about that handle number goes to the handlers, which serve it as a handle they opened.
+    # The operations object takes them before a change of the file through the mount (a
+    # branch file's readers read a writer's newer bytes), so the binding only ever serves
+    # bytes that are the file's.  Reading a small
     # branch file cost an OPEN and a RELEASE through the handlers, where a commit's cost none
     ("src/pyfuse3/__init__.pyx",
      "cdef dict native_open_files = {}\n",

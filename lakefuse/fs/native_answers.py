@@ -51,9 +51,9 @@ and when it is taken back (``forget``, ``tree_changed``):
   (``first_open_in``: read-only, a file the binding did not open), and from then on as
   listings number them.  A walk that opens nothing (``ls -lR``) does not pay for them (about
   3 µs of listing time each); a Spark job or ``xargs cat`` opens one file of a directory
-  through the handlers, the others in the binding.  A branch file changes, so the registration ends,
-  and the handles the binding opened become the mount's, before the mount could serve other
-  bytes for it:
+  through the handlers, the others in the binding.  A branch file changes, so the
+  registration ends, and the handles the binding opened become the mount's, before the mount
+  could serve other bytes for it:
 
   - at the first open, create or truncate of the inode that reaches the handlers (``take``,
     from ``Files``: a write, or an open the binding declined): the handles the binding opened
@@ -132,6 +132,7 @@ LISTED_AT_ONCE = 64
 OPENED_DIRS_MOST = 100_000
 #: how often registrations past their time are looked for (``NativeAnswers._end_expired``)
 EXPIRED_EVERY = 60.0
+#: ``listing_offers``: every file a listing numbers
 _ALL = float("inf")
 #: negative entries the binding records in branch directories, in all (then it answers with
 #: timeout 0); as many as ``lakefuse.fs.negatives`` keeps of the handler's
